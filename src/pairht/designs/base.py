@@ -1,0 +1,218 @@
+"""The common interface of every sampling design in :mod:`pairht.designs`.
+
+A design is a probability distribution over subsets ``s`` of ``N`` units, written as boolean
+masks ``J`` with ``J_i = 1`` when unit ``i`` is in the sample. Every design exposes exact
+inclusion probabilities
+
+    pi_i      = P(J_i = 1)                       (``.pi``)
+    pi_ij     = P(J_i = J_j = 1)                 (``.joint()``, diagonal = pi)
+    pi_{S}    = P(J_k = 1 for all k in S)        (``.inclusion(S)``, |S| = 1..4 at least)
+
+which is what Horvitz-Thompson estimators of pair statistics need: first and second order for
+the estimate, up to fourth order for its exact design covariance.
+"""
+
+from __future__ import annotations
+
+import abc
+import itertools
+from typing import ClassVar
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from pairht._validation import RNGLike, as_generator, check_probabilities
+
+#: Largest number of units whose support ``.support()`` enumerates (2**20 masks).
+MAX_SUPPORT_UNITS = 20
+
+
+class Design(abc.ABC):
+    """A sampling design over ``N`` units with exact inclusion probabilities.
+
+    Subclasses implement :meth:`_joint`, :meth:`_inclusion_rows`, :meth:`_sample` and
+    :meth:`_support`; this base class validates arguments and handles the shapes.
+
+    Parameters
+    ----------
+    pi : (N,) array_like
+        Target first-order inclusion probabilities in [0, 1].
+    """
+
+    #: Short registry name, e.g. ``"bernoulli"``.
+    name: ClassVar[str] = "design"
+    #: Whether every sample has the same size ``n = sum(pi)``.
+    fixed_size: ClassVar[bool] = False
+
+    def __init__(self, pi: ArrayLike) -> None:
+        arr = check_probabilities("pi", pi)
+        if arr.ndim != 1:
+            raise ValueError(
+                f"pi must be a 1-d array of first-order inclusion probabilities, shape (N,); "
+                f"got shape {arr.shape}. Build one design per row for a batch."
+            )
+        if arr.shape[0] < 1:
+            raise ValueError("pi must have at least one unit; got shape (0,)")
+        self._target = arr.copy()
+        self._target.setflags(write=False)
+
+    # ------------------------------------------------------------------ public interface
+    @property
+    def n_units(self) -> int:
+        """Number of units ``N``."""
+        return int(self._target.shape[0])
+
+    @property
+    def pi(self) -> np.ndarray:
+        """First-order inclusion probabilities the design achieves, shape ``(N,)``."""
+        return self._target
+
+    @property
+    def expected_size(self) -> float:
+        """Expected sample size ``sum_i pi_i``."""
+        return float(self._target.sum())
+
+    def joint(self) -> np.ndarray:
+        """Exact joint inclusion probabilities ``pi_ij = P(J_i = J_j = 1)``, shape ``(N, N)``.
+
+        The diagonal holds ``pi``. The matrix is symmetric.
+        """
+        out = np.array(self._joint(), dtype=np.float64)
+        np.fill_diagonal(out, self._target)
+        return out
+
+    def inclusion(self, idx: ArrayLike) -> float | np.ndarray:
+        """Exact probability that every unit in ``idx`` is included.
+
+        Parameters
+        ----------
+        idx : (k,) or (m, k) array_like of int
+            One set of ``k`` distinct unit indices, or ``m`` such sets (one per row).
+            Orders ``k = 1..4`` are supported by every design; some support any ``k``.
+
+        Returns
+        -------
+        float or (m,) ndarray
+            ``P(J_{i_1} = ... = J_{i_k} = 1)`` for each set.
+        """
+        arr = np.asarray(idx)
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            raise ValueError(f"idx must hold integer unit indices; got dtype {arr.dtype}")
+        single = arr.ndim == 1
+        rows = np.atleast_2d(arr).astype(np.int64)
+        if rows.ndim != 2 or rows.shape[1] < 1:
+            raise ValueError(f"idx must have shape (k,) or (m, k) with k >= 1; got {arr.shape}")
+        n = self.n_units
+        if rows.size and (rows.min() < 0 or rows.max() >= n):
+            raise ValueError(f"idx entries must lie in [0, {n - 1}] (N = {n} units); got {arr}")
+        srt = np.sort(rows, axis=1)
+        if rows.shape[1] > 1 and np.any(srt[:, 1:] == srt[:, :-1]):
+            raise ValueError(f"idx must hold distinct units in each set; got {arr}")
+        if rows.shape[1] > self.max_inclusion_order:
+            raise ValueError(
+                f"{type(self).__name__}.inclusion supports sets of at most "
+                f"{self.max_inclusion_order} units; got {rows.shape[1]}"
+            )
+        out = np.asarray(self._inclusion_rows(srt), dtype=np.float64)
+        return float(out[0]) if single else out
+
+    def sample(self, rng: RNGLike = None, size: int | None = None) -> np.ndarray:
+        """Draw samples as boolean masks.
+
+        Parameters
+        ----------
+        rng : int, numpy.random.Generator or None
+            Source of randomness; an int seeds a fresh ``default_rng``.
+        size : int or None
+            Number of independent draws. ``None`` returns one mask of shape ``(N,)``.
+
+        Returns
+        -------
+        (N,) or (size, N) ndarray of bool
+        """
+        gen = as_generator(rng)
+        if size is None:
+            return self._sample(gen, 1)[0]
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+            raise ValueError(f"size must be a non-negative int or None; got {size!r}")
+        return self._sample(gen, int(size))
+
+    def support(self, max_units: int = MAX_SUPPORT_UNITS) -> tuple[np.ndarray, np.ndarray]:
+        """Exact enumeration of the design: every sample with positive probability.
+
+        Parameters
+        ----------
+        max_units : int
+            Refuse designs with more units than this (the support can hold ``2**N`` masks).
+
+        Returns
+        -------
+        masks : (K, N) ndarray of bool
+        probs : (K,) ndarray of float, summing to 1
+        """
+        if self.n_units > max_units:
+            raise ValueError(
+                f"support() enumerates up to 2**N samples and is limited to N <= {max_units} "
+                f"units; this design has N = {self.n_units}. Pass max_units to raise the limit."
+            )
+        masks, probs = self._support()
+        keep = probs > 0
+        return masks[keep], probs[keep]
+
+    def positive_pairs(self) -> np.ndarray:
+        """Boolean ``(N, N)`` matrix: ``True`` where the pair has ``pi_ij > 0``.
+
+        Horvitz-Thompson pair estimators are unbiased only when every pair they estimate has
+        positive joint inclusion probability. The diagonal reports ``pi_i > 0``.
+        """
+        return self.joint() > 0.0
+
+    def all_pairs_positive(self) -> bool:
+        """Whether every pair ``i != j`` has ``pi_ij > 0`` (positivity of the pair design)."""
+        pos = self.positive_pairs()
+        off = ~np.eye(self.n_units, dtype=bool)
+        return bool(np.all(pos[off]))
+
+    #: Largest ``k`` accepted by :meth:`inclusion`.
+    max_inclusion_order: ClassVar[int] = 4
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(N={self.n_units}, expected_size={self.expected_size:.6g})"
+
+    # ------------------------------------------------------------------ subclass hooks
+    @abc.abstractmethod
+    def _joint(self) -> np.ndarray:
+        """Joint inclusion matrix (diagonal is overwritten with pi)."""
+
+    @abc.abstractmethod
+    def _inclusion_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Inclusion probability of each row of sorted distinct indices, shape ``(m,)``."""
+
+    @abc.abstractmethod
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``(size, N)`` boolean masks."""
+
+    @abc.abstractmethod
+    def _support(self) -> tuple[np.ndarray, np.ndarray]:
+        """All masks (possibly with zero-probability ones) and their probabilities."""
+
+
+def all_masks(n: int) -> np.ndarray:
+    """Every subset of ``n`` units as a ``(2**n, n)`` boolean array (bit ``i`` = unit ``i``)."""
+    codes = np.arange(2**n, dtype=np.int64)[:, None]
+    return ((codes >> np.arange(n, dtype=np.int64)) & 1).astype(bool)
+
+
+def fixed_size_masks(n: int, k: int) -> np.ndarray:
+    """Every subset of exactly ``k`` of ``n`` units, as a ``(C(n, k), n)`` boolean array."""
+    combos = list(itertools.combinations(range(n), k))
+    out = np.zeros((len(combos), n), dtype=bool)
+    for row, c in enumerate(combos):
+        out[row, list(c)] = True
+    return out
+
+
+def inclusion_from_support(masks: np.ndarray, probs: np.ndarray, idx: ArrayLike) -> float:
+    """Reference value of ``P(all units in idx included)`` summed over an enumerated support."""
+    sel = np.all(masks[:, np.asarray(idx, dtype=np.int64)], axis=1)
+    return float(np.sum(probs[sel]))
