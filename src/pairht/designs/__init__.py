@@ -2,10 +2,27 @@
 
 All designs share the interface of :class:`~pairht.designs.base.Design`:
 ``.pi``, ``.joint()``, ``.inclusion(idx)``, ``.sample(rng, size)``, ``.support()``,
-``.positive_pairs()``.
+``.positive_pairs()``. :func:`make_design` builds one by its registry name.
 """
 
 from pairht.designs.base import MAX_SUPPORT_UNITS, Design
 from pairht.designs.bernoulli import Bernoulli
+from pairht.designs.conditional_poisson import ConditionalPoisson
+from pairht.designs.dependent_rounding import (
+    DependentRounding,
+    PositivityWarning,
+    RandomizedDependentRounding,
+)
+from pairht.designs.registry import DESIGNS, make_design
 
-__all__ = ["MAX_SUPPORT_UNITS", "Bernoulli", "Design"]
+__all__ = [
+    "DESIGNS",
+    "MAX_SUPPORT_UNITS",
+    "Bernoulli",
+    "ConditionalPoisson",
+    "DependentRounding",
+    "Design",
+    "PositivityWarning",
+    "RandomizedDependentRounding",
+    "make_design",
+]

@@ -99,7 +99,7 @@ class Design(abc.ABC):
         if arr.size and not np.issubdtype(arr.dtype, np.integer):
             raise ValueError(f"idx must hold integer unit indices; got dtype {arr.dtype}")
         single = arr.ndim == 1
-        rows = np.atleast_2d(arr).astype(np.int64)
+        rows = np.atleast_2d(arr).astype(np.int64, copy=False)
         if rows.ndim != 2 or rows.shape[1] < 1:
             raise ValueError(f"idx must have shape (k,) or (m, k) with k >= 1; got {arr.shape}")
         n = self.n_units

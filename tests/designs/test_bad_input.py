@@ -1,0 +1,127 @@
+"""Every rule on design inputs raises a ValueError naming the argument, value and rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pairht.designs import (
+    DESIGNS,
+    ConditionalPoisson,
+    DependentRounding,
+    RandomizedDependentRounding,
+    make_design,
+)
+
+KINDS = sorted(DESIGNS)
+GOOD = [0.5, 0.5, 0.25, 0.75]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("pi", "match"),
+    [
+        ([0.5, np.nan, 0.5], r"pi must be finite.*pi\[1\] = .*nan"),
+        ([0.5, np.inf, 0.5], r"pi must be finite"),
+        ([0.5, 1.5, 0.5], r"pi must lie in \[0, 1\].*pi\[1\] = .*1\.5"),
+        ([-0.1, 0.6, 0.5], r"pi must lie in \[0, 1\].*pi\[0\]"),
+        ([[0.5, 0.5], [0.5, 0.5]], r"pi must be a 1-d array.*\(2, 2\)"),
+        (0.5, r"pi must be an array with at least one axis"),
+        ([], r"pi must have at least one unit"),
+    ],
+)
+def test_bad_pi(kind, pi, match):
+    with pytest.raises(ValueError, match=match):
+        make_design(kind, pi)
+
+
+def test_cps_non_integer_sum():
+    with pytest.raises(ValueError, match=r"pi must sum to an integer.*7\.5.*Bernoulli"):
+        ConditionalPoisson(np.full(15, 0.5))
+    with pytest.raises(ValueError, match=r"sum\(pi\) = 1\.000001"):
+        ConditionalPoisson([0.5, 0.500001])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_rng_and_size(kind):
+    d = make_design(kind, GOOD)
+    with pytest.raises(ValueError, match=r"rng must be an int seed.*got str"):
+        d.sample(rng="seed")
+    with pytest.raises(ValueError, match=r"rng must be an int seed.*got float"):
+        d.sample(rng=1.5)
+    for size in (-1, 2.0, True, "3"):
+        with pytest.raises(ValueError, match="size must be a non-negative int or None"):
+            d.sample(rng=0, size=size)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("idx", "match"),
+    [
+        ([0, 4], r"idx entries must lie in \[0, 3\] \(N = 4 units\)"),
+        ([-1, 2], r"idx entries must lie in \[0, 3\]"),
+        ([1, 1], r"idx must hold distinct units"),
+        ([[0, 1], [2, 2]], r"idx must hold distinct units"),
+        ([0.0, 1.0], r"idx must hold integer unit indices; got dtype float64"),
+        (np.zeros((2, 0), dtype=int), r"idx must have shape \(k,\) or \(m, k\) with k >= 1"),
+        (np.zeros((1, 1, 2), dtype=int), r"idx must have shape"),
+    ],
+)
+def test_bad_idx(kind, idx, match):
+    with pytest.raises(ValueError, match=match):
+        make_design(kind, GOOD).inclusion(idx)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_support_too_large(kind):
+    pi = np.full(22, 0.5)
+    d = (
+        make_design(kind, pi)
+        if kind != "randomized_dependent_rounding"
+        else make_design(kind, pi, n_orders=16, rng=0)
+    )
+    with pytest.raises(ValueError, match=r"limited to N <= 20 units; this design has N = 22"):
+        d.support()
+
+
+@pytest.mark.parametrize(
+    ("order", "match"),
+    [
+        (
+            [0, 1, 2],
+            r"order must be a permutation of range\(4\) with shape \(4,\); got shape \(3,\)",
+        ),
+        ([0, 1, 1, 2], r"order must be a permutation of range\(4\).*\[0, 1, 1, 2\]"),
+        ([0, 1, 2, 4], r"order must be a permutation"),
+        ([0.0, 1.0, 2.0, 3.0], r"order must hold integer unit indices"),
+        ([[0, 1, 2, 3]], r"order must be a permutation.*got shape \(1, 4\)"),
+    ],
+)
+def test_bad_order(order, match):
+    with pytest.raises(ValueError, match=match):
+        DependentRounding(GOOD, order=order)
+
+
+@pytest.mark.parametrize("n_orders", [0, -2, 1.5, True, "4"])
+def test_bad_n_orders(n_orders):
+    with pytest.raises(ValueError, match="n_orders must be a positive int"):
+        RandomizedDependentRounding(GOOD, n_orders=n_orders)
+
+
+def test_bad_orders_matrix():
+    with pytest.raises(ValueError, match=r"orders must have shape \(K, 4\)"):
+        RandomizedDependentRounding(GOOD, orders=[0, 1, 2, 3])
+    with pytest.raises(ValueError, match="order must be a permutation"):
+        RandomizedDependentRounding(GOOD, orders=[[0, 1, 2, 2]])
+
+
+def test_bad_rng_for_orders():
+    with pytest.raises(ValueError, match="rng must be an int seed"):
+        RandomizedDependentRounding(GOOD, n_orders=2, rng="x")
+
+
+def test_unknown_kind_lists_valid_kinds():
+    with pytest.raises(ValueError, match=r"kind must be one of \['bernoulli', 'conditional_po"):
+        make_design("poisson", GOOD)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        make_design(None, GOOD)
