@@ -25,6 +25,10 @@ _EXPORTS: dict[str, str] = {
     "design_covariance": "pairht.estimators",
     "variance_estimate": "pairht.estimators",
     "ess": "pairht.estimators",
+    "pair_estimate": "pairht.estimators",
+    "expected_edge_weights": "pairht.estimators",
+    "VARIANTS": "pairht.estimators",
+    "DesignCovariance": "pairht.estimators",
     "allocate": "pairht.allocation",
     "design_for": "pairht.allocation",
 }

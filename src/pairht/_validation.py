@@ -7,12 +7,11 @@ error names the argument, the offending value and the rule that was broken.
 from __future__ import annotations
 
 import numbers
-from typing import Union
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-RNGLike = Union[int, np.random.Generator, np.random.SeedSequence, None]
+RNGLike = int | np.random.Generator | np.random.SeedSequence | None
 
 
 def as_generator(rng: RNGLike) -> np.random.Generator:
@@ -35,7 +34,7 @@ def _first_bad(x: np.ndarray, bad: np.ndarray) -> str:
     where = tuple(int(i) for i in idx)
     if len(where) == 1:
         where = where[0]  # type: ignore[assignment]
-    return f"{name_index(where)} = {x[tuple(idx)]!r}"
+    return f"{name_index(where)} = {x[tuple(idx)].item()!r}"
 
 
 def name_index(where: object) -> str:
@@ -70,7 +69,7 @@ def check_probabilities(name: str, x: ArrayLike, *, ndim: int | None = None) -> 
 def check_integer_sum(name: str, x: np.ndarray, *, tol: float = 1e-9, hint: str = "") -> int:
     """Return ``round(sum(x))`` if it is within ``tol`` of an integer, else raise ``ValueError``."""
     total = float(np.sum(x))
-    n = int(round(total))
+    n = round(total)
     if abs(total - n) > tol:
         raise ValueError(
             f"{name} must sum to an integer (fixed sample size) within {tol:g}; "

@@ -5,6 +5,7 @@ All designs share the interface of :class:`~pairht.designs.base.Design`:
 ``.positive_pairs()``. :func:`make_design` builds one by its registry name.
 """
 
+from pairht.designs.anchored import AnchoredPair
 from pairht.designs.base import MAX_SUPPORT_UNITS, Design
 from pairht.designs.bernoulli import Bernoulli
 from pairht.designs.conditional_poisson import ConditionalPoisson
@@ -18,6 +19,7 @@ from pairht.designs.registry import DESIGNS, make_design
 __all__ = [
     "DESIGNS",
     "MAX_SUPPORT_UNITS",
+    "AnchoredPair",
     "Bernoulli",
     "ConditionalPoisson",
     "DependentRounding",

@@ -1,0 +1,51 @@
+"""The pair U-statistic target and its Horvitz-Thompson estimators (PAIR paper, Secs. 2-4).
+
+- :mod:`~pairht.estimators.targets`: the pair kernel, the complete-pair target and the
+  group-relative gradients it equals (Theorem 1).
+- :mod:`~pairht.estimators.horvitz_thompson`: the pair-HT gradient and advantages from the
+  completed candidates (Theorem 2), and the edge weights of every variant.
+- :mod:`~pairht.estimators.variants`: the registry of edge-weighting variants.
+- :mod:`~pairht.estimators.bias`: their exact conditional bias.
+- :mod:`~pairht.estimators.covariance`: exact design covariance (numba) and its unbiased
+  estimate.
+- :mod:`~pairht.estimators.ess`: Kish effective sample size of the edge weights.
+"""
+
+from pairht.estimators.bias import conditional_bias, expected_edge_weights
+from pairht.estimators.covariance import DesignCovariance, design_covariance, variance_estimate
+from pairht.estimators.ess import ess
+from pairht.estimators.horvitz_thompson import (
+    edge_weights,
+    pair_advantages,
+    pair_estimate,
+    pair_ht_gradient,
+)
+from pairht.estimators.targets import (
+    MAX_KERNEL_ENTRIES,
+    group_mean_gradient,
+    loo_gradient,
+    pair_gradient,
+    pair_kernel,
+)
+from pairht.estimators.variants import VARIANTS, Variant, register_variant
+
+__all__ = [
+    "MAX_KERNEL_ENTRIES",
+    "VARIANTS",
+    "DesignCovariance",
+    "Variant",
+    "conditional_bias",
+    "design_covariance",
+    "edge_weights",
+    "ess",
+    "expected_edge_weights",
+    "group_mean_gradient",
+    "loo_gradient",
+    "pair_advantages",
+    "pair_estimate",
+    "pair_gradient",
+    "pair_ht_gradient",
+    "pair_kernel",
+    "register_variant",
+    "variance_estimate",
+]

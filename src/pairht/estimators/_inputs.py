@@ -1,0 +1,186 @@
+"""Argument checks shared by the estimators (built on :mod:`pairht._validation`).
+
+Every public estimator accepts a leading batch axis ``...``; the batch shapes of its arguments
+must broadcast against each other. Entries of ``rewards`` and ``scores`` at unselected
+candidates (``mask`` False) are never read, so they may hold anything, NaN included: in
+training those responses were never completed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from pairht._validation import check_finite, check_probabilities, name_index
+
+#: Tolerance for the symmetry of ``joint``: designs compute rho_ij and rho_ji by the same
+#: arithmetic, so a larger gap means the argument is not a joint-inclusion matrix.
+SYMMETRY_ATOL = 1e-12
+
+
+def n_pairs(g: int) -> int:
+    """Number of unordered pairs ``M = G (G - 1) / 2``."""
+    return g * (g - 1) // 2
+
+
+def check_rewards(rewards: ArrayLike, *, finite: bool = True) -> np.ndarray:
+    """``rewards`` as float64 of shape ``(..., G)`` with ``G >= 2``."""
+    arr = np.asarray(rewards, dtype=np.float64) if not finite else check_finite("rewards", rewards)
+    if arr.ndim < 1:
+        raise ValueError("rewards must have shape (..., G), one reward per candidate; got a scalar")
+    if arr.shape[-1] < 2:
+        raise ValueError(
+            f"rewards must hold G >= 2 candidates along the last axis (the pair target "
+            f"averages M = G(G-1)/2 >= 1 pairs); got shape {arr.shape}"
+        )
+    return arr
+
+
+def check_scores(scores: ArrayLike, g: int, *, finite: bool = True) -> np.ndarray:
+    """``scores`` as float64 of shape ``(..., G, d)`` matching ``G`` of the rewards."""
+    arr = np.asarray(scores, dtype=np.float64) if not finite else check_finite("scores", scores)
+    if arr.ndim < 2 or arr.shape[-2] != g or arr.shape[-1] < 1:
+        raise ValueError(
+            f"scores must have shape (..., G, d) with G = {g} (the last axis of rewards) and "
+            f"d >= 1; got shape {arr.shape}"
+        )
+    return arr
+
+
+def check_mask(mask: ArrayLike, g: int) -> np.ndarray:
+    """``mask`` as bool of shape ``(..., G)``; accepts bool or numeric arrays holding 0/1 only."""
+    arr = np.asarray(mask)
+    if arr.dtype != np.bool_:
+        if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+            raise ValueError(
+                f"mask must be boolean (J_i = 1 when candidate i was completed); "
+                f"got dtype {arr.dtype}"
+            )
+        bad = (arr != 0) & (arr != 1)
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                f"mask must be boolean or hold only 0/1 (J_i = 1 when candidate i was "
+                f"completed); mask{name_index(where)} = {arr[where].item()!r}"
+            )
+        arr = arr.astype(bool)
+    if arr.ndim < 1 or arr.shape[-1] != g:
+        raise ValueError(
+            f"mask must have shape (..., G) with G = {g} (the last axis of rewards); "
+            f"got shape {arr.shape}"
+        )
+    return arr
+
+
+def check_observed_finite(name: str, x: np.ndarray, mask: np.ndarray, extra_axes: int) -> None:
+    """Raise if ``x`` is NaN/inf at a selected candidate (unselected entries are ignored)."""
+    sel = mask.reshape(mask.shape + (1,) * extra_axes)
+    bad = ~np.isfinite(x) & sel
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"{name} must be finite (no NaN or inf) at every selected candidate (mask True); "
+            f"{name}{name_index(where)} = {x[where].item()!r}"
+        )
+
+
+def zero_unobserved(x: np.ndarray, mask: np.ndarray, extra_axes: int) -> np.ndarray:
+    """``x`` with unselected candidates set to 0, so a NaN placeholder cannot propagate."""
+    sel = mask.reshape(mask.shape + (1,) * extra_axes)
+    if bool(np.all(sel)):
+        return x
+    return np.where(sel, x, 0.0)
+
+
+def check_joint(joint: ArrayLike, g: int, name: str = "joint") -> np.ndarray:
+    """``joint`` as symmetric float64 ``(..., G, G)`` with entries in [0, 1].
+
+    Returned as ``(joint + joint^T) / 2``, which leaves an exactly symmetric input unchanged
+    and makes every weight built from it exactly symmetric.
+    """
+    arr = check_probabilities(name, joint)
+    if arr.ndim < 2 or arr.shape[-2:] != (g, g):
+        raise ValueError(
+            f"{name} must have shape (..., G, G) with G = {g} (rho_ij = P(J_i = J_j = 1)); "
+            f"got shape {arr.shape}"
+        )
+    # one contiguous transposed copy serves both the check and the symmetrisation (strided
+    # transposed reads in two separate expressions cost several times more)
+    transposed = np.ascontiguousarray(np.swapaxes(arr, -1, -2))
+    gap = arr - transposed
+    np.abs(gap, out=gap)
+    if gap.max(initial=0.0) > SYMMETRY_ATOL:
+        where = tuple(int(i) for i in np.argwhere(gap > SYMMETRY_ATOL)[0])
+        swapped = (*where[:-2], where[-1], where[-2])
+        raise ValueError(
+            f"{name} must be symmetric (rho_ij = rho_ji); {name}{name_index(where)} = "
+            f"{arr[where].item()!r} but {name}{name_index(swapped)} = {arr[swapped].item()!r}"
+        )
+    transposed += arr
+    transposed *= 0.5
+    return transposed
+
+
+def check_pi(pi: ArrayLike, g: int) -> np.ndarray:
+    """``pi`` as float64 ``(..., G)`` first-order inclusion probabilities."""
+    arr = check_probabilities("pi", pi)
+    if arr.shape[-1] != g:
+        raise ValueError(
+            f"pi must have shape (..., G) with G = {g} (one inclusion probability per "
+            f"candidate); got shape {arr.shape}"
+        )
+    return arr
+
+
+def observed_edges(mask: np.ndarray) -> np.ndarray:
+    """``I_ij = J_i J_j`` for ``i != j``, shape ``(..., G, G)``, zero diagonal."""
+    g = mask.shape[-1]
+    obs = mask[..., :, None] & mask[..., None, :]
+    return obs & ~np.eye(g, dtype=bool)
+
+
+def check_positive_on(name: str, values: np.ndarray, observed: np.ndarray, what: str) -> None:
+    """Raise if ``values <= 0`` on an observed edge (Horvitz-Thompson divides by them)."""
+    bad = observed & ~(values > 0.0)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        val = np.broadcast_to(values, bad.shape)[where]
+        raise ValueError(
+            f"{name} must be > 0 on every observed edge ({what}): an edge with probability "
+            f"zero cannot have been observed, and the estimator divides by it; "
+            f"{name}{name_index(where)} = {val.item()!r} with both candidates selected"
+        )
+
+
+def broadcast_batch(**shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """Broadcast the batch shapes of several arguments, naming them all on failure."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes.values()))
+    except ValueError:
+        listing = ", ".join(f"{k} batch shape {v}" for k, v in shapes.items())
+        raise ValueError(
+            f"the leading batch axes of the arguments must broadcast against each other; "
+            f"got {listing}"
+        ) from None
+
+
+def check_dtype(dtype: Any) -> np.dtype:
+    """Accumulation dtype: float32 or float64."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"dtype must be float32 or float64; got {dtype!r}") from None
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float32 or float64; got {dt}")
+    return dt
+
+
+def any_over_broadcast(flags: np.ndarray, batch: tuple[int, ...]) -> np.ndarray:
+    """Reduce ``flags`` (``(*full, G)``) by ``any`` to the batch shape ``batch`` + ``(G,)``."""
+    full = flags.shape[:-1]
+    padded = (1,) * (len(full) - len(batch)) + tuple(batch)
+    axes = tuple(ax for ax, (n, b) in enumerate(zip(padded, full)) if n == 1 and b != 1)
+    reduced = flags.any(axis=axes, keepdims=True) if axes else flags
+    return reduced.reshape((*batch, flags.shape[-1]))

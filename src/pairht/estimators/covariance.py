@@ -1,0 +1,493 @@
+r"""Exact design covariance of the pair Horvitz-Thompson estimator, and its unbiased estimate.
+
+The estimator is linear in the scores, ``hat g = sum_i A_i s_i`` with random advantages
+``A_i = sum_{j != i} I_ij a_ij``, ``a_ij = (r_i - r_j) / (2 M rho_ij)``. Hence
+
+.. math:: Cov_{design}(\hat g) = S^\top \Sigma^A S, \qquad
+          tr\,Cov = \langle \Sigma^A, S S^\top \rangle, \qquad
+          \Sigma^A_{ik} = \sum_{j \ne i} \sum_{l \ne k} a_{ij} a_{kl} \Delta_{(ij),(kl)},
+
+with ``Delta_ef = P(I_e I_f = 1) - rho_e rho_f``, where ``P(I_e I_f = 1)`` is the inclusion
+probability of the union of the two edges (2, 3 or 4 units). This is the general
+Horvitz-Thompson covariance (PAIR paper, Eq. general-covariance) regrouped by vertex, so
+only the ``G x G`` matrix ``Sigma^A`` and the ``G x G`` Gram matrix of the scores are
+needed: never the ``M x M`` edge-pair matrix nor the ``(G, G, d)`` kernel, and the cost in
+``d`` is one Gram product. ``Sigma^A`` costs ``O(G^4)`` in a numba loop (less with tied
+rewards, whose pairs have ``a_ij = 0``), plus one batched ``design.inclusion`` call for all
+triples and quadruples; for the Bernoulli design the closed form of Proposition 1 gives it
+in ``O(G^3)``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from numpy.typing import ArrayLike
+
+from pairht._validation import check_finite
+from pairht.designs.base import Design
+from pairht.designs.bernoulli import Bernoulli
+from pairht.estimators._inputs import (
+    any_over_broadcast,
+    broadcast_batch,
+    check_mask,
+    check_observed_finite,
+    check_rewards,
+    check_scores,
+    n_pairs,
+    zero_unobserved,
+)
+from pairht.estimators.bias import _check_design
+
+#: ``full=None`` computes the ``(d, d)`` matrix when ``d`` is at most this.
+FULL_MATRIX_MAX_DIM = 512
+
+#: Relative tolerance on the symmetry of a user-supplied Gram matrix.
+GRAM_SYMMETRY_RTOL = 1e-10
+
+
+@dataclass(frozen=True)
+class DesignCovariance:
+    """Exact design covariance of the pair-HT gradient estimate.
+
+    Attributes
+    ----------
+    trace : float or (...) ndarray
+        ``tr Cov(hat g)``, the design MSE of the (unbiased) estimate.
+    matrix : (..., d, d) ndarray or None
+        The full covariance ``S^T Sigma^A S``, when requested.
+    advantage_covariance : (..., G, G) ndarray
+        ``Sigma^A = Cov(A)``, the covariance of the random advantages; the covariance of the
+        estimate for any scores ``S`` is ``S^T Sigma^A S``.
+    """
+
+    trace: float | np.ndarray
+    matrix: np.ndarray | None
+    advantage_covariance: np.ndarray
+
+
+# ---------------------------------------------------------------------- inclusion tables
+@functools.lru_cache(maxsize=8)
+def _colex_rows(g: int, k: int) -> np.ndarray:
+    """All sorted ``k``-subsets of ``range(g)`` in colex order (row ``t`` has rank ``t``).
+
+    ``itertools.combinations`` yields lexicographic order, whose rank has no closed form as
+    cheap as the colex rank ``C(a,1) + C(b,2) + C(c,3) + C(d,4)`` the numba kernel uses to
+    find a set's inclusion probability; hence this small generator.
+    """
+    rows = np.array(_colex_rows_kernel(g, k))
+    rows.setflags(write=False)
+    return rows
+
+
+@numba.njit(cache=True)
+def _colex_rows_kernel(g: int, k: int) -> np.ndarray:  # pragma: no cover - numba
+    count = 1
+    for t in range(k):
+        count = count * (g - t) // (t + 1)
+    out = np.empty((max(count, 0), k), dtype=np.int64)
+    if count <= 0:
+        return out
+    idx = np.arange(k)
+    for row in range(count):
+        for t in range(k):
+            out[row, t] = idx[t]
+        # next in colex order: increment the first element that can move, reset the others
+        t = 0
+        while t < k - 1 and idx[t] + 1 == idx[t + 1]:
+            t += 1
+        idx[t] += 1
+        for u in range(t):
+            idx[u] = u
+    return out
+
+
+def _binomials(g: int) -> np.ndarray:
+    """``binom[n, k] = C(n, k)`` for ``n <= g``, ``k <= 4`` (the colex rank table)."""
+    out = np.zeros((g + 1, 5), dtype=np.int64)
+    out[:, 0] = 1
+    for n in range(1, g + 1):
+        for k in range(1, 5):
+            out[n, k] = out[n - 1, k - 1] + out[n - 1, k]
+    return out
+
+
+def _inclusion_tables(design: Design) -> tuple[np.ndarray, np.ndarray]:
+    """Inclusion probabilities of every triple and quadruple, indexed by colex rank.
+
+    One batched ``design.inclusion`` call per order: ``C(G, 3) + C(G, 4)`` sets, i.e. about
+    6.8e5 entries at ``G = 64`` instead of a dense ``G**4`` tensor.
+    """
+    g = design.n_units
+    if design.max_inclusion_order < 4 and g >= 4:
+        raise ValueError(
+            f"design covariance needs inclusion probabilities up to order 4; "
+            f"{type(design).__name__}.max_inclusion_order = {design.max_inclusion_order}"
+        )
+    tables = []
+    for k in (3, 4):
+        if g < k:
+            tables.append(np.zeros(0))
+            continue
+        vals = design.inclusion(_colex_rows(g, k))
+        tables.append(np.ascontiguousarray(vals, dtype=np.float64))
+    return tables[0], tables[1]
+
+
+@numba.njit(cache=True, inline="always")
+def _union_inclusion(i, j, k, l, rho, incl3, incl4, binom):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """``P(J = 1 on {i, j} u {k, l})`` for ``i != j``, ``k != l``."""
+    if (i == k and j == l) or (i == l and j == k):
+        return rho[i, j]
+    if k == i or k == j:
+        x = l
+    elif l == i or l == j:
+        x = k
+    else:
+        x = -1
+    if x >= 0:  # the edges share one vertex: a triple {i, j, x}
+        a, b, c = i, j, x
+        if a > b:
+            a, b = b, a
+        if b > c:
+            b, c = c, b
+        if a > b:
+            a, b = b, a
+        return incl3[binom[a, 1] + binom[b, 2] + binom[c, 3]]
+    a, b, c, d = i, j, k, l
+    if a > b:
+        a, b = b, a
+    if c > d:
+        c, d = d, c
+    if a > c:
+        a, c = c, a
+    if b > d:
+        b, d = d, b
+    if b > c:
+        b, c = c, b
+    return incl4[binom[a, 1] + binom[b, 2] + binom[c, 3] + binom[d, 4]]
+
+
+@numba.njit(cache=True)
+def _advantage_covariance_kernel(a, rho, incl3, incl4, binom, ht):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """``out[b, i, k] = sum_{j != i, l != k} a[b,i,j] a[b,k,l] Delta_{(ij),(kl)} [/ P]``.
+
+    ``a`` is ``(G, G, B)`` (batch innermost, contiguous). With ``ht`` each term is divided by
+    the union inclusion ``P(I_e I_f = 1)`` (the Horvitz-Thompson variance estimator).
+    """
+    g = a.shape[0]
+    nb = a.shape[2]
+    nonzero = np.zeros((g, g), dtype=np.bool_)
+    for i in range(g):
+        for j in range(g):
+            for b in range(nb):
+                if a[i, j, b] != 0.0:
+                    nonzero[i, j] = True
+                    break
+    out = np.zeros((g, g, nb))
+    for i in range(g):
+        for k in range(i, g):
+            for j in range(g):
+                if j == i or not nonzero[i, j]:
+                    continue
+                for l in range(g):
+                    if l == k or not nonzero[k, l]:
+                        continue
+                    p = _union_inclusion(i, j, k, l, rho, incl3, incl4, binom)
+                    delta = p - rho[i, j] * rho[k, l]
+                    if ht:
+                        delta = delta / p
+                    for b in range(nb):
+                        out[i, k, b] += a[i, j, b] * a[k, l, b] * delta
+            if k != i:
+                for b in range(nb):
+                    out[k, i, b] = out[i, k, b]
+    return out
+
+
+# ---------------------------------------------------------------------- Sigma^A
+def _pair_coefficients(r: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """``a_ij = (r_i - r_j) / (2 M rho_ij)``, 0 where ``rho_ij = 0`` (never observed)."""
+    g = r.shape[-1]
+    diff = r[..., :, None] - r[..., None, :]
+    inv = np.divide(1.0, rho, out=np.zeros_like(rho), where=rho > 0.0)
+    np.fill_diagonal(inv, 0.0)
+    return diff * inv / (2.0 * n_pairs(g))
+
+
+def _general_sigma(a: np.ndarray, design: Design, rho: np.ndarray, *, ht: bool) -> np.ndarray:
+    """``Sigma^A`` (or its HT estimate) from inclusions up to order 4; ``a`` is (B, G, G)."""
+    g = design.n_units
+    incl3, incl4 = _inclusion_tables(design)
+    a_t = np.ascontiguousarray(np.moveaxis(a, 0, -1))
+    out = _advantage_covariance_kernel(
+        a_t, np.ascontiguousarray(rho), incl3, incl4, _binomials(g), ht
+    )
+    return np.moveaxis(out, -1, 0)
+
+
+def _bernoulli_sigma(r: np.ndarray, pi: np.ndarray) -> np.ndarray:
+    r"""``Sigma^A`` under independent Bernoulli vertices (Proposition 1), ``O(G^3)``.
+
+    Proposition 1 writes ``M^2 Cov = sum_{i<j} w_ij h_ij h_ij^T + sum_i t_i (v_i v_i^T -
+    sum_{j != i} h_ij h_ij^T)`` with ``w_ij = 1/(pi_i pi_j) - 1``, ``t_i = 1/pi_i - 1`` and
+    ``v_i = sum_{j != i} h_ij``. With ``delta_ij = r_i - r_j``, ``h_ij = delta_ij (s_i -
+    s_j)/2`` and ``v_i = (1/2) (C S)_i`` for ``C = diag(delta 1) - delta``, this is
+    ``S^T [L(q) + C^T diag(t) C / 4] S / M^2``, where ``L(q)`` is the graph Laplacian of the
+    edge weights ``q_ij = (w_ij - t_i - t_j) delta_ij^2 / 4``.
+    """
+    g = r.shape[-1]
+    t = 1.0 / pi - 1.0
+    w = 1.0 / np.outer(pi, pi) - 1.0
+    delta = r[..., :, None] - r[..., None, :]
+    q = (w - t[:, None] - t[None, :]) * delta**2 / 4.0
+    idx = np.arange(g)
+    q[..., idx, idx] = 0.0
+    lap = -q
+    lap[..., idx, idx] = q.sum(axis=-1)
+    c = -delta
+    c[..., idx, idx] = delta.sum(axis=-1)
+    quad = np.einsum("...ji,j,...jk->...ik", c, t, c) / 4.0
+    return (lap + quad) / float(n_pairs(g)) ** 2
+
+
+def _sigma(r: np.ndarray, design: Design) -> np.ndarray:
+    """``Sigma^A`` for rewards ``r`` (B, G): closed Bernoulli form when it applies."""
+    if isinstance(design, Bernoulli) and bool(np.all(design.pi > 0.0)):
+        return _bernoulli_sigma(r, design.pi)
+    rho = design.joint()
+    return _general_sigma(_pair_coefficients(r, rho), design, rho, ht=False)
+
+
+# ---------------------------------------------------------------------- public API
+def _check_gram(gram: ArrayLike, g: int) -> np.ndarray:
+    arr = check_finite("gram", gram)
+    if arr.ndim < 2 or arr.shape[-2:] != (g, g):
+        raise ValueError(
+            f"gram must have shape (..., G, G) with G = {g}: the inner products "
+            f"<s_i, s_j> of the scores; got shape {arr.shape}"
+        )
+    gap = np.abs(arr - np.swapaxes(arr, -1, -2)).max(initial=0.0)
+    if gap > GRAM_SYMMETRY_RTOL * max(np.abs(arr).max(initial=0.0), 1e-300):
+        raise ValueError(
+            f"gram must be symmetric (g_ij = <s_i, s_j> = g_ji); largest asymmetry {gap!r}"
+        )
+    return arr
+
+
+def _scores_or_gram(
+    scores: ArrayLike | None, gram: ArrayLike | None, g: int
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Exactly one of ``scores`` (checked later against a mask) or ``gram`` (checked here)."""
+    if (scores is None) == (gram is None):
+        raise ValueError(
+            "pass exactly one of scores (..., G, d) or gram (..., G, G) = scores @ scores^T; "
+            f"got scores={'None' if scores is None else 'an array'}, "
+            f"gram={'None' if gram is None else 'an array'}"
+        )
+    if gram is not None:
+        return None, _check_gram(gram, g)
+    assert scores is not None  # exactly one of the two was given
+    return check_scores(scores, g, finite=False), None
+
+
+def design_covariance(
+    rewards: ArrayLike,
+    scores: ArrayLike | None,
+    design: Design,
+    *,
+    gram: ArrayLike | None = None,
+    full: bool | None = None,
+) -> DesignCovariance:
+    r"""Exact design covariance of :func:`~pairht.estimators.pair_ht_gradient`.
+
+    .. math:: Cov = \frac{1}{M^2} \sum_{e,f} \frac{\Delta_{ef}}{\rho_e \rho_f} h_e h_f^\top,
+              \qquad \Delta_{ef} = P(I_e I_f = 1) - \rho_e \rho_f
+
+    (PAIR paper, Eq. general-covariance; sums over all ordered pairs of edges), computed as
+    ``S^T Sigma^A S`` with ``Sigma^A`` the ``G x G`` covariance of the advantages (see the
+    module docstring). The trace needs only the Gram matrix ``<s_i, s_j>``. Edges with
+    ``rho_e = 0`` are never observed and contribute nothing (the estimator is then biased,
+    see :func:`~pairht.estimators.conditional_bias`). For :class:`~pairht.designs.Bernoulli`
+    with every ``pi_i > 0`` the closed form of Proposition 1 is used; otherwise the design's
+    inclusion probabilities of order 2, 3 and 4 (one batched call each).
+
+    Parameters
+    ----------
+    rewards : (..., G) array_like
+        Rewards of all candidates.
+    scores : (..., G, d) array_like or None
+        Scores of all candidates; ``None`` when ``gram`` is given.
+    design : Design
+        The continuation design, ``design.n_units == G``.
+    gram : (..., G, G) array_like, optional
+        Precomputed ``scores @ scores^T`` (use for very large ``d``); then only the trace
+        is available.
+    full : bool, optional
+        Whether to return the ``(d, d)`` matrix; ``None`` means ``d <= 512``.
+
+    Returns
+    -------
+    DesignCovariance
+        ``trace`` (float, or ``(...)`` for batched rewards), ``matrix`` or ``None``, and
+        ``advantage_covariance`` ``(..., G, G)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pairht.designs import Bernoulli
+    >>> from pairht.estimators import design_covariance
+    >>> cov = design_covariance([1.0, 0.0], np.array([[1.0], [0.0]]), Bernoulli([0.5, 0.5]))
+    >>> cov.trace  # (1/rho - 1) ||h_01||^2 = 3 * 0.25
+    0.75
+    """
+    r = check_rewards(rewards)
+    g = r.shape[-1]
+    design = _check_design(design, g)
+    s, gm = _scores_or_gram(scores, gram, g)
+    if s is not None:
+        gm = np.matmul(s, np.swapaxes(s, -1, -2))
+        # The covariance reads every candidate, so all scores must be finite. A NaN or inf
+        # score makes its Gram diagonal non-finite: checking the small Gram matrix spares a
+        # pass over the (G, d) scores, which are then scanned only to name the bad entry.
+        if not np.all(np.isfinite(gm)):
+            check_finite("scores", s)
+            raise ValueError(
+                "scores are finite but their inner products overflow float64; rescale them"
+            )
+    assert gm is not None
+    want_full = _want_full(full, s)
+    batch = broadcast_batch(rewards=r.shape[:-1], scores=gm.shape[:-2])
+    flat = np.broadcast_to(r, (*batch, g)).reshape(-1, g)
+    sigma = _sigma(flat, design).reshape((*batch, g, g))
+    return _assemble(sigma, s, gm, want_full)
+
+
+def _want_full(full: bool | None, s: np.ndarray | None) -> bool:
+    if full is None:
+        return s is not None and s.shape[-1] <= FULL_MATRIX_MAX_DIM
+    if full and s is None:
+        raise ValueError("full=True needs scores (the (d, d) matrix); only gram was given")
+    return bool(full)
+
+
+def _assemble(
+    sigma: np.ndarray, s: np.ndarray | None, gm: np.ndarray, want_full: bool
+) -> DesignCovariance:
+    trace = np.einsum("...ij,...ij->...", sigma, gm)
+    matrix = None
+    if want_full and s is not None:
+        matrix = np.swapaxes(s, -1, -2) @ sigma @ s
+    return DesignCovariance(
+        trace=float(trace) if trace.ndim == 0 else trace,
+        matrix=matrix,
+        advantage_covariance=sigma,
+    )
+
+
+def _check_union_positive(design: Design, rho: np.ndarray) -> None:
+    """The HT variance estimator needs ``P(I_e I_f = 1) > 0`` for every pair of edges."""
+    g = design.n_units
+    off = ~np.eye(g, dtype=bool)
+    if np.any(off & ~(rho > 0.0)):
+        i, j = (int(x) for x in np.argwhere(off & ~(rho > 0.0))[0])
+        raise ValueError(
+            f"variance_estimate needs every joint inclusion positive (unbiased only if every "
+            f"pair of edges can be observed together); "
+            f"design.joint()[{i}, {j}] = {rho[i, j].item()!r}"
+        )
+    incl3, incl4 = _inclusion_tables(design)
+    for k, table in ((3, incl3), (4, incl4)):
+        bad = np.flatnonzero(~(table > 0.0))
+        if bad.size:
+            units = tuple(int(u) for u in _colex_rows(g, k)[bad[0]])
+            raise ValueError(
+                f"variance_estimate needs every inclusion of order 3 and 4 positive (two edges "
+                f"sharing at most one unit must be observable together); "
+                f"design.inclusion({units}) = {table[bad[0]].item()!r}. Fixed-size designs with "
+                f"fewer than 4 units per sample cannot estimate their own variance unbiasedly."
+            )
+
+
+def variance_estimate(
+    rewards: ArrayLike,
+    scores: ArrayLike | None,
+    mask: ArrayLike,
+    design: Design,
+    *,
+    gram: ArrayLike | None = None,
+) -> float | np.ndarray:
+    r"""Unbiased estimate of ``tr Cov(hat g)`` from one observed sample.
+
+    The Horvitz-Thompson variance estimator of the pair-HT gradient,
+
+    .. math:: \hat V = \frac{1}{M^2} \sum_{e, f} \frac{I_e I_f}{P(I_e I_f = 1)}
+              \frac{\Delta_{ef}}{\rho_e \rho_f} \langle h_e, h_f \rangle,
+
+    reads only selected candidates and satisfies ``E_design[hat V] =
+    design_covariance(...).trace`` exactly when every union inclusion ``P(I_e I_f = 1)`` is
+    positive (all inclusions of order 2, 3 and 4); otherwise it raises ``ValueError`` naming
+    the zero inclusion. It can be negative in a particular draw.
+
+    Parameters
+    ----------
+    rewards : (..., G) array_like
+        Rewards; unselected entries are ignored (may be NaN).
+    scores : (..., G, d) array_like or None
+        Scores; unselected rows are ignored (may be NaN). ``None`` when ``gram`` is given.
+    mask : (..., G) array_like of bool
+        ``J_i``: which candidates were completed.
+    design : Design
+        The design that drew ``mask``.
+    gram : (..., G, G) array_like, optional
+        Precomputed Gram matrix of the scores (entries of unselected rows are ignored).
+
+    Returns
+    -------
+    float, or (...) ndarray for a batch
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pairht.designs import Bernoulli
+    >>> from pairht.estimators import variance_estimate
+    >>> r, s = [1.0, 0.0], np.array([[1.0], [0.0]])
+    >>> variance_estimate(r, s, [True, True], Bernoulli([0.5, 0.5]))  # (1 - rho) / rho^2 * 1/4
+    3.0
+    """
+    r = check_rewards(rewards, finite=False)
+    g = r.shape[-1]
+    design = _check_design(design, g)
+    msk = check_mask(mask, g)
+    s, gm0 = _scores_or_gram(scores, gram, g)
+    if s is not None:
+        other = s.shape[:-2]
+    else:
+        assert gm0 is not None  # exactly one of the two was given
+        other = gm0.shape[:-2]
+    batch = broadcast_batch(rewards=r.shape[:-1], scores=other, mask=msk.shape[:-1])
+    msk_b = np.broadcast_to(msk, (*batch, g))
+    r_b = np.broadcast_to(r, (*batch, g))
+    check_observed_finite("rewards", r_b, msk_b, 0)
+    r_b = zero_unobserved(r_b, msk_b, 0)
+    obs = msk_b[..., :, None] & msk_b[..., None, :]
+    if s is not None:
+        # one Gram matrix per distinct scores array (scores are often shared by a batch of
+        # masks), with the rows read by some mask checked and the others zeroed (NaN allowed)
+        used = any_over_broadcast(msk_b, s.shape[:-2])
+        check_observed_finite("scores", s, used, 1)
+        s0 = zero_unobserved(s, used, 1)
+        gm_s = np.matmul(s0, np.swapaxes(s0, -1, -2))
+        gm = np.where(obs, np.broadcast_to(gm_s, (*batch, g, g)), 0.0)
+    else:
+        assert gm0 is not None
+        gm = np.where(obs, np.broadcast_to(gm0, (*batch, g, g)), 0.0)
+    rho = design.joint()
+    _check_union_positive(design, rho)
+    a = np.where(obs, _pair_coefficients(r_b, rho), 0.0).reshape(-1, g, g)
+    sigma_hat = _general_sigma(a, design, rho, ht=True).reshape((*batch, g, g))
+    trace = np.einsum("...ij,...ij->...", sigma_hat, gm)
+    return float(trace) if trace.ndim == 0 else trace

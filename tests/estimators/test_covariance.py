@@ -1,0 +1,197 @@
+"""Exact design covariance against enumeration, and the unbiased variance estimate.
+
+The covariance is checked against the covariance of the pair-HT estimate over the design's
+support and against Eq. general-covariance evaluated over explicit edge pairs. Tolerance:
+1e-10 times the absolute scale sum_{e,f} P(I_e I_f) |h_e| |h_f| / (rho_e rho_f M^2) of the
+terms, which bounds the round-off of either evaluation (the covariance itself can cancel to
+far less than its terms, e.g. when pi is close to 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from pairht.designs import Bernoulli, ConditionalPoisson, DependentRounding
+from pairht.estimators import design_covariance, pair_ht_gradient, variance_estimate
+from pairht.estimators.covariance import _bernoulli_sigma, _general_sigma, _pair_coefficients
+from pairht.testing import exact_expectation
+from pairht.testing.strategies import fixed_size_inclusion_probabilities
+
+from ._support import (
+    DESIGN_KINDS,
+    covariance_scale,
+    designs_and_population,
+    general_covariance_terms,
+    positive_pair_designs,
+    rewards_for,
+    scores_for,
+    support_moments,
+)
+
+KINDS = sorted(DESIGN_KINDS)
+
+
+def enumerated_covariance(r, s, design):
+    masks, probs = design.support()
+    estimates = pair_ht_gradient(r, s, masks, design.joint())
+    return support_moments(estimates, probs)[1]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=12)
+@given(data=st.data())
+def test_design_covariance_equals_covariance_over_support(kind, data):
+    design, r, s = data.draw(designs_and_population(kind, max_dim=4))
+    reference, scale = general_covariance_terms(r, s, design)
+    tol = 1e-10 * (scale + covariance_scale(r, s, design))
+    cov = design_covariance(r, s, design)
+    np.testing.assert_allclose(cov.matrix, enumerated_covariance(r, s, design), rtol=0, atol=tol)
+    np.testing.assert_allclose(cov.matrix, reference, rtol=0, atol=tol)
+    np.testing.assert_allclose(cov.trace, np.trace(reference), rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize(
+    "design",
+    [DependentRounding([0.5, 0.5, 0.5, 0.5, 0.6, 0.4]), Bernoulli([0.0, 0.5, 0.7, 0.9, 0.3, 1.0])],
+    ids=["dependent_rounding", "bernoulli_with_zero_pi"],
+)
+def test_design_covariance_with_zero_pairs_drops_them_like_the_estimator(design):
+    assert not design.all_pairs_positive()
+    rng = np.random.default_rng(0)
+    r, s = rng.random(6), rng.normal(size=(6, 3))
+    np.testing.assert_allclose(design_covariance(r, s, design).matrix,
+                               enumerated_covariance(r, s, design), rtol=1e-10, atol=1e-12)
+
+
+@settings(max_examples=30)
+@given(designs_and_population("bernoulli", max_dim=3))
+def test_bernoulli_closed_form_equals_general_path(case):
+    design, r, _ = case
+    rho = design.joint()
+    general = _general_sigma(_pair_coefficients(r[None], rho), design, rho, ht=False)[0]
+    closed = _bernoulli_sigma(r[None], design.pi)[0]
+    scale = covariance_scale(r, np.eye(r.shape[0]), design)
+    np.testing.assert_allclose(closed, general, rtol=0, atol=1e-10 * scale)
+
+
+def test_bernoulli_closed_form_equals_proposition_by_edges():
+    # Proposition 1 written edge by edge, as printed in the paper
+    rng = np.random.default_rng(1)
+    pi = rng.uniform(0.2, 1.0, 6)
+    r, s = rng.random(6), rng.normal(size=(6, 2))
+    g, m = 6, 15
+    h = {(i, j): 0.5 * (r[i] - r[j]) * (s[i] - s[j]) for i in range(g) for j in range(g)}
+    cov = np.zeros((2, 2))
+    for i, j in itertools.combinations(range(g), 2):
+        cov += (1 / (pi[i] * pi[j]) - 1) * np.outer(h[i, j], h[i, j])
+    for i in range(g):
+        for j, k in itertools.combinations([u for u in range(g) if u != i], 2):
+            term = (1 / pi[i] - 1) * np.outer(h[i, j], h[i, k])
+            cov += term + term.T
+    np.testing.assert_allclose(design_covariance(r, s, Bernoulli(pi)).matrix, cov / m**2,
+                               rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("kind", ["bernoulli", "conditional_poisson"])
+def test_trace_from_gram_equals_trace_from_scores(kind):
+    rng = np.random.default_rng(2)
+    pi = np.array([0.3, 0.5, 0.6, 0.7, 0.4, 0.5])
+    design = Bernoulli(pi) if kind == "bernoulli" else ConditionalPoisson(pi)
+    r, s = rng.random((2, 6)), rng.normal(size=(2, 6, 50))
+    full = design_covariance(r, s, design)
+    from_gram = design_covariance(r, None, design, gram=s @ np.swapaxes(s, -1, -2))
+    np.testing.assert_allclose(from_gram.trace, full.trace, rtol=1e-12)
+    assert from_gram.matrix is None and full.matrix.shape == (2, 50, 50)
+    np.testing.assert_allclose(np.trace(full.matrix, axis1=-2, axis2=-1), full.trace, rtol=1e-12)
+    assert design_covariance(r, s, design, full=False).matrix is None
+    big = rng.normal(size=(6, 600))
+    assert design_covariance(r[0], big, design).matrix is None  # auto: d > 512
+
+
+@st.composite
+def designs_with_positive_unions(draw, kind):
+    """Designs whose inclusions of order 2-4 are all positive (n >= 4 for fixed size)."""
+    build, integer_sum, largest = DESIGN_KINDS[kind]
+    if integer_sum and not kind.startswith("anchored"):
+        pi = draw(fixed_size_inclusion_probabilities(6, largest, allow_zero=False))
+        if pi.sum() < 3.5:  # the complement has the same awkward values and a larger sum
+            pi = 1.0 - pi
+        assume(pi.sum() > 3.5)
+        design = build(pi)
+    else:
+        design = draw(positive_pair_designs(kind))
+    g = design.n_units
+    for k in (3, 4):
+        if g >= k:
+            rows = np.array(list(itertools.combinations(range(g), k)))
+            assume(np.all(design.inclusion(rows) > 0))
+    assume(design.all_pairs_positive())
+    return design, draw(rewards_for(g)), draw(scores_for(g, 3))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=8)
+@given(data=st.data())
+def test_variance_estimate_is_unbiased(kind, data):
+    design, r, s = data.draw(designs_with_positive_unions(kind))
+    expectation = exact_expectation(
+        lambda mask: variance_estimate(r, s, mask, design), design, vectorized=True
+    )
+    # each draw's terms, weighted by P(s) and summed over the support, are bounded by the
+    # terms of the covariance formula itself: the same scale bounds the round-off
+    _, scale = general_covariance_terms(r, s, design)
+    trace = design_covariance(r, s, design).trace
+    np.testing.assert_allclose(expectation, trace, rtol=0,
+                               atol=1e-10 * (scale + covariance_scale(r, s, design)))
+
+
+def test_variance_estimate_by_hand():
+    # two units, both seen: V = (1 - rho) / rho^2 * |h|^2 = 0.75 / 0.0625 * 0.25
+    assert variance_estimate([1.0, 0.0], np.array([[1.0], [0.0]]), [True, True],
+                             Bernoulli([0.5, 0.5])) == pytest.approx(3.0, rel=1e-15)
+
+
+def test_variance_estimate_ignores_unselected_and_accepts_gram():
+    design = Bernoulli([0.5, 0.6, 0.7, 0.8])
+    rng = np.random.default_rng(3)
+    r, s = rng.random(4), rng.normal(size=(4, 3))
+    mask = np.array([True, False, True, True])
+    v = variance_estimate(r, s, mask, design)
+    r_nan, s_nan = r.copy(), s.copy()
+    r_nan[1], s_nan[1] = np.nan, np.nan
+    assert variance_estimate(r_nan, s_nan, mask, design) == v
+    np.testing.assert_allclose(variance_estimate(r, None, mask, design, gram=s @ s.T), v,
+                               rtol=1e-13)
+
+
+def test_variance_estimate_refuses_a_zero_union_inclusion():
+    design = ConditionalPoisson([0.5, 0.5, 0.5, 0.5])  # n = 2: four units never together
+    with pytest.raises(ValueError, match=r"design.inclusion\(\(0, 1, 2\)\) = 0.0"):
+        variance_estimate(np.arange(4.0), np.ones((4, 1)), [True, True, False, False], design)
+    with pytest.raises(ValueError, match=r"design.joint\(\)\[0, 1\] = 0.0"):
+        variance_estimate(np.arange(4.0), np.ones((4, 1)), [True, False, True, False],
+                          DependentRounding([0.5, 0.5, 0.5, 0.5]))
+
+
+def test_design_covariance_rejects_bad_input():
+    design = Bernoulli([0.5, 0.6, 0.7])
+    r, s = np.array([1.0, 0.0, 1.0]), np.ones((3, 2))
+    with pytest.raises(ValueError, match="exactly one of scores"):
+        design_covariance(r, s, design, gram=np.eye(3))
+    with pytest.raises(ValueError, match="exactly one of scores"):
+        design_covariance(r, None, design)
+    with pytest.raises(ValueError, match="gram must be symmetric"):
+        design_covariance(r, None, design, gram=np.triu(np.ones((3, 3))))
+    with pytest.raises(ValueError, match=r"gram must have shape \(\.\.\., G, G\)"):
+        design_covariance(r, None, design, gram=np.eye(4))
+    with pytest.raises(ValueError, match="full=True needs scores"):
+        design_covariance(r, None, design, gram=np.eye(3), full=True)
+    with pytest.raises(ValueError, match="scores must be finite"):
+        design_covariance(r, np.full((3, 2), np.nan), design)
+    with pytest.raises(ValueError, match=r"design\.n_units = 3 but rewards has G = 2"):
+        design_covariance([1.0, 0.0], np.ones((2, 1)), design)
