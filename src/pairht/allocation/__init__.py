@@ -1,0 +1,42 @@
+"""Graph-coupled PAIR probability design: edge proxies, the batched solver, baselines, designs.
+
+``allocate`` solves the paper's program (Eqs. convex-objective and budget) for a batch of
+prompt groups; ``reference_slsqp`` is the appendix's SLSQP reference kept for comparison.
+"""
+
+from pairht.allocation.baselines import pointwise_allocation, uniform_allocation, water_fill
+from pairht.allocation.designs import DESIGN_KINDS, design_for
+from pairht.allocation.diagnostics import AllocationDiagnostics, diagnostics
+from pairht.allocation.proxies import covariance_term, disagreement, edge_proxy
+from pairht.allocation.reference import estimate_multipliers, reference_slsqp
+from pairht.allocation.solver import (
+    AllocationResult,
+    allocate,
+    auto_size,
+    kkt_residual,
+    proxy_gradient,
+    proxy_value,
+    validate_problem,
+)
+
+__all__ = [
+    "DESIGN_KINDS",
+    "AllocationDiagnostics",
+    "AllocationResult",
+    "allocate",
+    "auto_size",
+    "covariance_term",
+    "design_for",
+    "diagnostics",
+    "disagreement",
+    "edge_proxy",
+    "estimate_multipliers",
+    "kkt_residual",
+    "pointwise_allocation",
+    "proxy_gradient",
+    "proxy_value",
+    "reference_slsqp",
+    "uniform_allocation",
+    "validate_problem",
+    "water_fill",
+]

@@ -1,0 +1,114 @@
+r"""Pointwise allocations PAIR is compared against, at the same expected suffix cost.
+
+Both return ``pi`` in ``[pi_min, 1]`` with ``sum_i c_i pi_i = budget`` exactly (up to float
+rounding) whenever ``budget <= sum_i c_i``; above the full cost they return ``pi = 1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from pairht.allocation.solver import validate_problem
+
+
+def water_fill(w: np.ndarray, c: np.ndarray, budget: np.ndarray, pi_min: float) -> np.ndarray:
+    r"""``pi_i = clip(t w_i, pi_min, 1)`` with the scalar ``t`` that spends ``budget`` exactly.
+
+    The cost ``C(t) = sum_i c_i clip(t w_i, pi_min, 1)`` is piecewise linear and nondecreasing
+    in ``t`` with breakpoints ``pi_min / w_i`` and ``1 / w_i``; the segment containing
+    ``budget`` is found among the sorted breakpoints and ``t`` solved linearly on it (no
+    bisection, so the cost is matched to rounding). Units with ``w_i = 0`` stay at ``pi_min``;
+    if the budget exceeds what the others can absorb (all at 1), the remainder is spread
+    uniformly over the zero-weight units (the same rule with ``w = 1`` on them).
+
+    Parameters
+    ----------
+    w : (m, G) nonnegative weights;  c : (m, G) positive costs;  budget : (m,)
+    pi_min : float
+
+    Returns
+    -------
+    (m, G) ndarray
+    """
+    m, G = c.shape
+    budget = np.minimum(budget, c.sum(axis=1))
+    pos = w > 0
+    with np.errstate(divide="ignore"):
+        bps = np.concatenate([np.where(pos, pi_min / w, np.inf), np.where(pos, 1.0 / w, np.inf)],
+                             axis=1)
+    bps = np.sort(bps, axis=1)
+    bps_f = np.where(np.isfinite(bps), bps, 0.0)
+    # Cost at every breakpoint, (m, 2G): O(G^2) per problem, vectorised.
+    lv = np.clip(bps_f[:, :, None] * w[:, None, :], pi_min, 1.0)
+    cost_bp = np.einsum("mkg,mg->mk", lv, c)
+    cost_bp = np.where(np.isfinite(bps), cost_bp, np.inf)
+    k = np.sum(cost_bp <= budget[:, None], axis=1) - 1  # last breakpoint at or under budget
+    k = np.clip(k, 0, 2 * G - 1)
+    tk = bps_f[np.arange(m), k]
+    ck = cost_bp[np.arange(m), k]
+    # Units strictly inside the box on the segment, judged at its midpoint: at a breakpoint
+    # itself, (pi_min / w) * w can round below pi_min.
+    tn = bps[np.arange(m), np.minimum(k + 1, 2 * G - 1)]
+    tmid = np.where(np.isfinite(tn) & (tn > tk), 0.5 * (tk + tn), 2.0 * tk + 1.0)
+    mid = pos & (tmid[:, None] * w > pi_min) & (tmid[:, None] * w < 1.0)
+    slope = np.sum(np.where(mid, c * w, 0.0), axis=1)
+    below = budget < cost_bp[:, 0]  # budget before the first breakpoint: all at pi_min
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(slope > 0, tk + (budget - ck) / slope, tk)
+    t = np.where(below, 0.0, t)
+    pi = np.where(pos, np.clip(t[:, None] * w, pi_min, 1.0), pi_min)
+    # Remainder (only when every positive-weight unit is at 1): uniform over zero-weight units.
+    rest = budget - np.einsum("mg,mg->m", c, pi)
+    zero_c = np.sum(np.where(pos, 0.0, c), axis=1)
+    # A positive remainder beyond rounding means the positive-weight units are saturated.
+    need = (rest > 1e-13 * budget) & (zero_c > 0)
+    if need.any():
+        lvl = np.minimum(1.0, pi_min + rest[need] / zero_c[need])
+        pi[need] = np.where(pos[need], pi[need], lvl[:, None])
+    return pi
+
+
+def uniform_allocation(c_hat: ArrayLike, budget: ArrayLike, pi_min: float = 0.08) -> np.ndarray:
+    r"""Uniform continuation probability at the budget: ``pi_i = min(1, budget / sum_j c_j)``.
+
+    Parameters
+    ----------
+    c_hat : (..., G) array_like     predicted suffix costs, positive
+    budget : float or (...)         expected suffix-token budget (at least ``pi_min sum c``)
+    pi_min : float                  floor in (0, 1]
+
+    Returns
+    -------
+    (..., G) ndarray with ``sum_i c_i pi_i = min(budget, sum_i c_i)``.
+
+    Examples
+    --------
+    >>> uniform_allocation([100.0, 300.0], budget=200.0).tolist()
+    [0.5, 0.5]
+    """
+    _, c, bud, _lo = validate_problem(None, c_hat, budget, pi_min)
+    t = np.minimum(1.0, bud / c.sum(axis=-1))
+    return np.broadcast_to(t[..., None], c.shape).copy()
+
+
+def pointwise_allocation(
+    p_hat: ArrayLike, c_hat: ArrayLike, budget: ArrayLike, pi_min: float = 0.08
+) -> np.ndarray:
+    r"""Neyman-style pointwise allocation ``pi_i ∝ sqrt(p_i (1 - p_i) / c_i)`` at the budget.
+
+    This minimises ``sum_i p_i (1 - p_i) / pi_i`` subject to ``sum_i c_i pi_i = budget``
+    (Neyman allocation of per-vertex Bernoulli variances) and ignores the pair structure.
+    Probabilities are clipped into ``[pi_min, 1]`` by exact water-filling
+    (:func:`water_fill`), so the expected cost equals ``min(budget, sum c)``.
+
+    Examples
+    --------
+    >>> pointwise_allocation([0.5, 0.5], [100.0, 400.0], budget=250.0).round(4).tolist()
+    [0.8333, 0.4167]
+    """
+    p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
+    G = c.shape[-1]
+    w = np.sqrt(p * (1.0 - p) / c)
+    pi = water_fill(w.reshape(-1, G), c.reshape(-1, G), bud.reshape(-1), lo)
+    return pi.reshape(c.shape)

@@ -1,0 +1,165 @@
+r"""The contrast graph: edge proxies ``a_ij`` and the shared-vertex term ``b_i``.
+
+PAIR (section "The contrast graph") weights each candidate pair by a nonnegative proxy of its
+pair-kernel energy, ``a_ij ~ E[||h_ij||^2 | z_i, z_j]`` (Eq. edge-proxy), and charges every
+vertex for the covariance of the edges it shares (section "Graph-coupled probability design"),
+
+    b_i = (sum_{j != i} sqrt(a_ij))^2 - sum_{j != i} a_ij = 2 sum_{j<k; j,k != i} sqrt(a_ij a_ik).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from pairht._validation import check_finite, check_probabilities
+
+ProxyKind = Literal["disagreement", "score_norm", "energy"]
+PROXY_KINDS: tuple[str, ...] = ("disagreement", "score_norm", "energy")
+
+
+def disagreement(p_hat: ArrayLike) -> np.ndarray:
+    r"""Predicted probability that two completed suffixes disagree (Eq. disagreement).
+
+    ``d_ij = p_i (1 - p_j) + (1 - p_i) p_j`` for ``i != j``; the diagonal is set to 0 (a vertex
+    forms no edge with itself).
+
+    Parameters
+    ----------
+    p_hat : (..., G) array_like
+        Predicted success probabilities in [0, 1].
+
+    Returns
+    -------
+    (..., G, G) ndarray, symmetric with zero diagonal.
+
+    Examples
+    --------
+    >>> disagreement([0.0, 1.0, 0.5]).tolist()
+    [[0.0, 1.0, 0.5], [1.0, 0.0, 0.5], [0.5, 0.5, 0.0]]
+    """
+    p = check_probabilities("p_hat", p_hat)
+    pi, pj = p[..., :, None], p[..., None, :]
+    d = pi * (1.0 - pj) + (1.0 - pi) * pj
+    g = p.shape[-1]
+    d[..., np.arange(g), np.arange(g)] = 0.0
+    return d
+
+
+def check_energy(
+    energy: ArrayLike, shape: tuple[int, ...] | None = None, name: str = "energy"
+) -> np.ndarray:
+    """Validate a pair-energy matrix: finite, nonnegative, symmetric, shape ``(..., G, G)``.
+
+    Returns a float64 copy with the diagonal set to zero (self-pairs are not edges).
+    """
+    e = np.array(check_finite(name, energy), dtype=np.float64)
+    if e.ndim < 2 or e.shape[-1] != e.shape[-2]:
+        raise ValueError(f"{name} must have shape (..., G, G) (one square matrix per group); "
+                         f"got {e.shape}")
+    if shape is not None and e.shape != shape:
+        raise ValueError(f"{name} must have shape {shape} to match p_hat; got {e.shape}")
+    if np.any(e < 0):
+        idx = tuple(int(i) for i in np.argwhere(e < 0)[0])
+        raise ValueError(f"{name} must be nonnegative (it proxies E||h_ij||^2); "
+                         f"{name}[{', '.join(map(str, idx))}] = {e[idx]!r}")
+    # Exact symmetry up to rounding of whoever computed it: 1e-12 relative to the largest entry.
+    asym = np.abs(e - np.swapaxes(e, -1, -2))
+    tol = 1e-12 * max(float(np.max(e, initial=0.0)), 1e-300)
+    if np.any(asym > tol):
+        idx = tuple(int(i) for i in np.argwhere(asym > tol)[0])
+        raise ValueError(f"{name} must be symmetric (a_ij = a_ji); at index {idx} the entries "
+                         f"differ by {asym[idx]!r}")
+    g = e.shape[-1]
+    e = 0.5 * (e + np.swapaxes(e, -1, -2))
+    e[..., np.arange(g), np.arange(g)] = 0.0
+    return e
+
+
+def edge_proxy(
+    p_hat: ArrayLike,
+    kind: ProxyKind = "disagreement",
+    score_norm: ArrayLike | None = None,
+    energy: ArrayLike | None = None,
+) -> np.ndarray:
+    r"""Edge proxy ``a_ij ~ E[||h_ij||_2^2 | z_i, z_j]`` of Eq. (edge-proxy), zero diagonal.
+
+    ``kind="disagreement"`` (default, parameter-free): ``a_ij = d_ij``.
+    ``kind="score_norm"``: ``a_ij = d_ij (m_i + m_j)^2 / 4`` with a score-norm predictor ``m``.
+    ``kind="energy"``: ``a_ij = energy_ij``, a user-supplied (regressed) pair-energy matrix.
+
+    Parameters
+    ----------
+    p_hat : (..., G) array_like
+        Predicted success probabilities in [0, 1].
+    kind : {"disagreement", "score_norm", "energy"}
+    score_norm : (..., G) array_like, optional
+        Nonnegative predicted score norms ``m_i`` (required for ``kind="score_norm"``).
+    energy : (..., G, G) array_like, optional
+        Symmetric, nonnegative, finite matrix (required for ``kind="energy"``).
+
+    Returns
+    -------
+    (..., G, G) ndarray, symmetric, nonnegative, zero diagonal.
+
+    Examples
+    --------
+    >>> edge_proxy([0.0, 1.0], kind="score_norm", score_norm=[1.0, 3.0]).tolist()
+    [[0.0, 4.0], [4.0, 0.0]]
+    """
+    p = check_probabilities("p_hat", p_hat)
+    if kind not in PROXY_KINDS:
+        raise ValueError(f"proxy/kind must be one of {PROXY_KINDS}; got {kind!r}")
+    if kind != "score_norm" and score_norm is not None:
+        raise ValueError(f"score_norm is only used with kind='score_norm'; got kind={kind!r}")
+    if kind != "energy" and energy is not None:
+        raise ValueError(f"energy is only used with kind='energy'; got kind={kind!r}")
+    if kind == "disagreement":
+        return disagreement(p)
+    if kind == "score_norm":
+        if score_norm is None:
+            raise ValueError("kind='score_norm' needs score_norm (..., G), the predicted m_i")
+        m = check_finite("score_norm", score_norm)
+        if m.shape != p.shape:
+            raise ValueError(f"score_norm must have the shape of p_hat {p.shape}; got {m.shape}")
+        if np.any(m < 0):
+            raise ValueError(f"score_norm must be nonnegative (a norm); got min {m.min()!r}")
+        mm = m[..., :, None] + m[..., None, :]
+        return disagreement(p) * mm * mm / 4.0
+    if energy is None:
+        raise ValueError("kind='energy' needs energy (..., G, G), a pair-energy matrix")
+    return check_energy(energy, shape=(*p.shape, p.shape[-1]))
+
+
+def covariance_term(a: ArrayLike) -> np.ndarray:
+    r"""Shared-vertex covariance term ``b_i = (sum_{j!=i} sqrt(a_ij))^2 - sum_{j!=i} a_ij``.
+
+    If ``a_ij >= ||h_ij||^2`` it bounds ``2 sum_{j<k; j,k!=i} |<h_ij, h_ik>|`` by Cauchy-Schwarz
+    (appendix "Variance upper bound and convexity").
+
+    Parameters
+    ----------
+    a : (..., G, G) array_like
+        Edge proxy (the diagonal is ignored).
+
+    Returns
+    -------
+    (..., G) ndarray, nonnegative.
+
+    Examples
+    --------
+    >>> covariance_term([[0, 1, 4], [1, 0, 9], [4, 9, 0]]).tolist()
+    [4.0, 6.0, 12.0]
+    """
+    return shared_vertex_term(check_energy(a, name="a"))
+
+
+def shared_vertex_term(a: np.ndarray) -> np.ndarray:
+    """:func:`covariance_term` without validation, for a float ``(..., G, G)`` proxy with zero
+    diagonal that this module built."""
+    s = np.sqrt(a)
+    tot = s.sum(axis=-1)
+    # (sum sqrt a)^2 >= sum a exactly; rounding can leave -1e-17 when a row has one edge.
+    return np.maximum(tot * tot - a.sum(axis=-1), 0.0)

@@ -1,0 +1,174 @@
+r"""The appendix's reference solver: SLSQP in ``x = -log(pi)``, one problem at a time.
+
+Kept to compare against :func:`~pairht.allocation.allocate` (which is faster and converges
+on every feasible problem); not meant for training loops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.optimize import minimize
+
+from pairht._validation import check_probabilities
+from pairht.allocation.proxies import ProxyKind, edge_proxy
+from pairht.allocation.proxies import covariance_term as _covariance_term
+from pairht.allocation.solver import (
+    AllocationResult,
+    kkt_residual,
+    proxy_gradient,
+    proxy_value,
+    validate_problem,
+)
+
+
+def estimate_multipliers(
+    pi: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray,
+    budget: float,
+    pi_min: float,
+    size: float | None = None,
+    rtol: float = 1e-6,
+) -> tuple[float, float]:
+    """Least-squares KKT multipliers ``(lam, nu)`` of one problem from its primal point.
+
+    Interior coordinates (``rtol`` away from both bounds) must satisfy
+    ``g_i + lam c_i + nu = 0``; ``lam`` is fitted there when the budget binds (relative slack
+    under ``rtol``) and is 0 otherwise. With no interior coordinate, ``lam`` is the smallest
+    value making every lower-bound coordinate sign-correct. ``nu`` is 0 without a size.
+    """
+    g = proxy_gradient(pi, a, b)
+    free = (pi > pi_min + rtol) & (pi < 1.0 - rtol)
+    binds = c @ pi >= budget * (1.0 - rtol)
+    cols = []
+    if binds:
+        cols.append(c)
+    if size is not None:
+        cols.append(np.ones_like(c))
+    if not cols:
+        return 0.0, 0.0
+    if free.any():
+        A = np.stack(cols, axis=1)[free]
+        sol = np.linalg.lstsq(A, -g[free], rcond=None)[0]
+    elif binds and size is None:
+        sol = np.array([max(0.0, float(np.max(-g / c)))])
+    else:
+        sol = np.zeros(len(cols))
+    lam = float(sol[0]) if binds else 0.0
+    nu = float(sol[-1]) if size is not None else 0.0
+    return lam, nu
+
+
+def reference_slsqp(
+    p_hat: ArrayLike,
+    c_hat: ArrayLike,
+    budget: ArrayLike,
+    pi_min: float = 0.08,
+    proxy: ProxyKind = "disagreement",
+    covariance_term: bool = True,
+    warm_start: ArrayLike | None = None,
+    size: int | ArrayLike | None = None,
+    fallback: bool = True,
+    score_norm: ArrayLike | None = None,
+    energy: ArrayLike | None = None,
+    *,
+    ftol: float = 1e-6,
+    maxiter: int = 50,
+    relative_ftol: bool = True,
+) -> AllocationResult:
+    r"""Appendix "Probability optimization": SLSQP on Eqs. (convex-objective)-(budget).
+
+    For each problem (a Python loop; this is a reference, not the fast path): minimise
+    ``Phi(x) = sum_{i<j} a_ij e^{x_i + x_j} + sum_i b_i e^{x_i}`` subject to
+    ``sum_i c_i e^{-x_i} <= budget`` and ``0 <= x_i <= -log(pi_min)`` [and
+    ``sum_i e^{-x_i} = n``] with ``scipy.optimize.minimize(method="SLSQP")`` in double
+    precision, analytic gradients, warm-started from ``warm_start`` (default: the uniform
+    allocation at the budget), stopping at ``ftol`` relative objective change (the objective
+    is divided by its starting value, so SciPy's ``ftol`` acts relatively) or ``maxiter``
+    iterations. ``relative_ftol=False`` passes the raw objective instead (SciPy's ``ftol``
+    then acts on its absolute value, which at objective values of 10-1000 often does not
+    trigger within 50 iterations: in ``benchmarks/bench_allocation.py`` it fails on about
+    half the problems at G = 32 and on all at G = 64; kept to reproduce such runs).
+    When SLSQP reports failure and ``fallback`` is set, the uniform allocation with the same
+    expected cost replaces it (``fallback_used``), as the appendix prescribes.
+
+    SLSQP satisfies the budget only to its own tolerance (overshoots of ~1e-6 relative are
+    common), so its objective can sit slightly below the true optimum while infeasible.
+    ``converged`` is SLSQP's own success flag; ``kkt_residual`` is measured on the returned
+    point with least-squares multipliers (:func:`estimate_multipliers`) by the same
+    :func:`~pairht.allocation.kkt_residual` as :func:`~pairht.allocation.allocate`.
+
+    Examples
+    --------
+    >>> res = reference_slsqp([0.2, 0.7, 0.5], [100.0, 300.0, 200.0], budget=300.0)
+    >>> bool(res.converged[()]), abs(float(res.expected_cost) / 300.0 - 1.0) < 1e-5
+    (True, True)
+    """
+    p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
+    batch, G = p.shape[:-1], p.shape[-1]
+    a = edge_proxy(p, kind=proxy, score_norm=score_norm, energy=energy)
+    b = _covariance_term(a) if covariance_term else np.zeros(p.shape)
+    m = int(np.prod(batch, dtype=np.int64))
+    C, A, Bv, BUD = c.reshape(m, G), a.reshape(m, G, G), b.reshape(m, G), bud.reshape(m)
+    W = None
+    if warm_start is not None:
+        W = check_probabilities("warm_start", warm_start)
+        if W.shape != p.shape:
+            raise ValueError(f"warm_start must have the shape of p_hat {p.shape}; got {W.shape}")
+        W = np.clip(W.reshape(m, G), lo, 1.0)
+    N = None if size is None else np.broadcast_to(np.asarray(size, dtype=np.int64), batch
+                                                  ).reshape(m)
+    xmax = -np.log(lo)
+    pi_out = np.empty((m, G))
+    lam_out = np.zeros(m)
+    nu_out = np.full(m, np.nan)
+    iters = np.zeros(m, dtype=np.int64)
+    status = np.empty(m, dtype=object)
+    ok = np.zeros(m, dtype=bool)
+    fb = np.zeros(m, dtype=bool)
+    for k in range(m):
+        ak, bk, ck, Bk = A[k], Bv[k], C[k], BUD[k]
+        uni = np.full(G, min(1.0, Bk / ck.sum()) if N is None else N[k] / G)
+        start = uni if W is None else W[k]
+        x0 = -np.log(start)
+        scale = 1.0 / max(float(proxy_value(start, ak, bk)), 1e-300) if relative_ftol else 1.0
+
+        def fun(x, ak=ak, bk=bk, scale=scale):
+            e = np.exp(x)
+            ae = ak @ e
+            return scale * (0.5 * e @ ae + bk @ e), scale * e * (ae + bk)
+
+        cons = [{"type": "ineq", "fun": lambda x, ck=ck, Bk=Bk: (Bk - ck @ np.exp(-x)) / Bk,
+                 "jac": lambda x, ck=ck, Bk=Bk: ck * np.exp(-x) / Bk}]
+        if N is not None:
+            cons.append({"type": "eq", "fun": lambda x, n=N[k]: np.exp(-x).sum() - n,
+                         "jac": lambda x: -np.exp(-x)})
+        res = minimize(fun, x0, jac=True, method="SLSQP", bounds=[(0.0, xmax)] * G,
+                       constraints=cons, options={"ftol": ftol, "maxiter": maxiter})
+        pik = np.clip(np.exp(-res.x), lo, 1.0)
+        iters[k] = res.nit
+        ok[k] = bool(res.success)
+        status[k] = "optimal" if res.success else f"slsqp: {res.message}"
+        if not res.success and fallback:
+            pik = uni
+            fb[k] = True
+            status[k] = "fallback_uniform"
+        pi_out[k] = pik
+        lam_out[k], nu = estimate_multipliers(pik, ak, bk, ck, Bk, lo,
+                                              None if N is None else float(N[k]))
+        if N is not None:
+            nu_out[k] = nu
+    res_kkt = kkt_residual(pi_out, A, Bv, C, BUD, lo, lam_out,
+                           None if N is None else nu_out,
+                           None if N is None else N.astype(np.float64))
+    fields = {
+        "pi": pi_out, "objective": proxy_value(pi_out, A, Bv), "kkt_residual": res_kkt,
+        "iterations": iters, "status": status.astype(str), "converged": ok,
+        "fallback_used": fb, "expected_cost": np.einsum("mg,mg->m", C, pi_out),
+        "budget_multiplier": lam_out, "size_multiplier": nu_out,
+        "size": np.full(m, -1, dtype=np.int64) if N is None else N.copy(),
+    }
+    return AllocationResult(**{k: (v.reshape(*batch, G) if k == "pi" else v.reshape(batch))
+                               for k, v in fields.items()})
