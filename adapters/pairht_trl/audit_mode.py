@@ -1,0 +1,227 @@
+r"""Audit mode: dump fully generated candidate populations of the live policy.
+
+At chosen training steps, :class:`AuditCallback` (or a direct call of
+:func:`collect_population`) takes ``P`` prompts, generates ``G`` candidates each *to the end*
+(no design: every suffix is completed), and writes them in the audit population format of
+:mod:`pairht.audit.population`, so that ``pairht audit --population FILE`` replays every design
+and estimator on a real model's population (PAIR paper, section "Frozen-policy estimator
+audit").
+
+Per candidate it records the prefix heads' predictions ``p_hat``, ``c_hat`` at the prefix
+checkpoint (the same two-phase generator and heads the trainer allocates with), the realised
+reward (the trainer's reward functions, weighted sum), the realised suffix tokens, the prefix
+length, and the sequence score on a fixed parameter block:
+
+.. math:: s_i = \nabla_{\theta_{block}} \log \pi_\theta(o_i \mid q)
+              = \nabla_{\theta_{block}} \sum_t \log \pi_\theta(o_{i,t} \mid q, o_{i,<t}),
+
+computed by autograd, one unpadded sequence at a time (positions ``0..len-1``, so the score does
+not depend on batch padding). The default block is the policy's final normalisation weight (the
+last parameter whose name ends in ``norm.weight``, e.g. ``model.norm.weight`` of Llama/Qwen):
+small (``hidden_size`` entries), present in every decoder, and upstream of the LM head, so its
+scores mix information from every position. Any parameter can be named instead.
+
+Costs: the population format requires realised costs ``> 0``; a candidate whose prefix already
+ended (no suffix) is recorded with cost 1 token, and ``meta["n_cost_floored"]`` counts them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import TrainerCallback
+
+__all__ = ["AuditCallback", "collect_population", "default_score_block"]
+
+
+def default_score_block(model: torch.nn.Module) -> str:
+    """Name of the final normalisation weight: the last parameter ending in ``norm.weight``."""
+    names = [name for name, _ in model.named_parameters() if name.endswith("norm.weight")]
+    if not names:
+        raise ValueError(
+            "the model has no parameter ending in 'norm.weight'; pass block= with the name of "
+            "the parameter to take scores on"
+        )
+    return names[-1]
+
+
+def _sequence_scores(
+    model: torch.nn.Module,
+    block: torch.nn.Parameter,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+    temperature: float,
+) -> np.ndarray:
+    """``(rows, block.numel())`` float64 scores, one unpadded forward/backward per row."""
+    device = block.device
+    out = np.zeros((len(prompt_ids), block.numel()), dtype=np.float64)
+    for i, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
+        if not c:
+            continue  # an empty completion has log-prob 0 and score 0
+        ids = torch.tensor([list(p) + list(c)], device=device)
+        # fused_lm_head=False: the plain forward (TRL patches a float32 fused head onto models)
+        logits = model(input_ids=ids).logits[0, len(p) - 1 : -1].double() / temperature
+        target = torch.tensor(list(c), device=device)
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, target[:, None]).sum()
+        (grad,) = torch.autograd.grad(logp, block)
+        out[i] = grad.detach().double().cpu().numpy().reshape(-1)
+    return out
+
+
+def collect_population(
+    trainer: Any,
+    examples: Sequence[dict[str, Any]],
+    path: str | os.PathLike[str] | None = None,
+    *,
+    block: str | None = None,
+) -> Any:
+    """Generate ``G`` full candidates for each example and build (and save) a Population.
+
+    Parameters
+    ----------
+    trainer : PairGRPOTrainer
+        Supplies the policy, two-phase generator, heads, reward functions and ``G``.
+    examples : sequence of dataset rows (dicts with ``"prompt"`` and reward columns)
+        One per audited prompt (``P = len(examples)``).
+    path : path-like, optional
+        Where to write the ``.npz`` (:func:`pairht.audit.population.save_population`).
+    block : str, optional
+        Parameter name the scores are taken on; default :func:`default_score_block`.
+
+    Returns
+    -------
+    pairht.audit.population.Population
+    """
+    from trl.data_utils import is_conversational
+    from trl.trainer.grpo_trainer import GRPOTrainer
+
+    from pairht.audit.population import Population, save_population
+    from pairht_trl.trainer import _process_local_reward_gather
+
+    if not examples:
+        raise ValueError("examples must hold at least one prompt row; got none")
+    g = trainer.pair_args.num_generations
+    rows = [dict(x) for x in examples for _ in range(g)]
+    prompts = [x["prompt"] for x in rows]
+    prompt_ids, _, _ = trainer._tokenize_prompts(prompts)
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            prefix = trainer.generation_backend.generate_prefixes(model, prompt_ids)
+            p_hat, c_hat = trainer.head_trainer.predict(prefix.features)
+            full = trainer.generation_backend.continue_selected(
+                model, prefix, list(range(len(rows)))
+            )
+        texts = trainer.processing_class.batch_decode(full, skip_special_tokens=True)
+        if is_conversational({"prompt": prompts[0]}):
+            completions: list[Any] = [[{"role": "assistant", "content": t}] for t in texts]
+        else:
+            completions = texts
+        failures = dict(trainer._pair_stats)  # audit verifier failures are not training's
+        with _process_local_reward_gather():
+            per_func = GRPOTrainer._calculate_rewards(trainer, rows, prompts, completions, full)
+        trainer._pair_stats.update(failures)
+        weights = trainer.reward_weights.to(per_func.device, per_func.dtype)
+        rewards = (per_func * weights).nansum(dim=1).double().cpu().numpy()
+        name = block or default_score_block(model)
+        param = dict(model.named_parameters())[name]
+        scores = _sequence_scores(model, param, prompt_ids, full, trainer.temperature)
+    finally:
+        model.train(was_training)
+    prefix_len = np.array([len(x) for x in prefix.prefix_ids], dtype=np.int64)
+    suffix = np.array([len(f) for f in full], dtype=np.int64) - prefix_len
+    done = np.asarray(prefix.prefix_done.cpu(), dtype=bool)
+    c_pred = np.where(done, 1e-6, np.asarray(c_hat, dtype=np.float64))
+    shape = (len(examples), g)
+    pop = Population(
+        p_hat=np.asarray(p_hat, dtype=np.float64).reshape(shape),
+        c_hat=c_pred.reshape(shape),
+        rewards=rewards.reshape(shape),
+        costs=np.maximum(suffix, 1).astype(np.float64).reshape(shape),
+        prefix_len=prefix_len.reshape(shape),
+        scores=scores.reshape(*shape, -1),
+        meta={
+            "source": "pairht_trl.audit_mode",
+            "step": int(trainer.state.global_step),
+            "score_block": name,
+            "tau": trainer.pair_args.tau,
+            "snap_window": trainer.pair_args.snap_window,
+            "temperature": float(trainer.temperature),
+            "n_cost_floored": int((suffix < 1).sum()),
+            "model": getattr(model.config, "_name_or_path", "") or type(model).__name__,
+        },
+    )
+    if path is not None:
+        save_population(path, pop)
+    return pop
+
+
+class AuditCallback(TrainerCallback):
+    """Write an audit population at chosen global steps (main process only).
+
+    Parameters
+    ----------
+    steps : iterable of int
+        Global steps after which to audit (0 audits before training starts).
+    n_prompts : int
+        Prompts per population, the first ``n_prompts`` rows of ``dataset`` (default: the
+        trainer's training set).
+    output_dir : str, optional
+        Folder for ``population-step{N}.npz``; default ``<args.output_dir>/audit``.
+    block : str, optional
+        Score block parameter name (default: the final norm weight).
+    dataset : sequence of rows, optional
+
+    Pass it in ``callbacks=[...]`` of :class:`~pairht_trl.PairGRPOTrainer`, which binds itself.
+    """
+
+    def __init__(
+        self,
+        steps: Iterable[int],
+        n_prompts: int = 8,
+        output_dir: str | None = None,
+        block: str | None = None,
+        dataset: Sequence[dict[str, Any]] | None = None,
+    ) -> None:
+        self.steps = sorted({int(s) for s in steps})
+        if any(s < 0 for s in self.steps):
+            raise ValueError(f"steps must be >= 0; got {self.steps}")
+        if isinstance(n_prompts, bool) or not isinstance(n_prompts, int) or n_prompts < 1:
+            raise ValueError(f"n_prompts must be a positive int; got {n_prompts!r}")
+        self.n_prompts = n_prompts
+        self.output_dir = output_dir
+        self.block = block
+        self.dataset = dataset
+        self.trainer: Any = None
+        self.written: list[str] = []
+
+    def _audit(self, step: int) -> None:
+        trainer = self.trainer
+        if trainer is None:
+            raise ValueError(
+                "AuditCallback is not bound to a trainer; pass it in callbacks= of "
+                "PairGRPOTrainer"
+            )
+        if not trainer.accelerator.is_main_process:
+            return
+        data = self.dataset if self.dataset is not None else trainer.train_dataset
+        examples = [dict(data[i]) for i in range(min(self.n_prompts, len(data)))]
+        folder = self.output_dir or os.path.join(trainer.args.output_dir, "audit")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"population-step{step}.npz")
+        collect_population(trainer, examples, path, block=self.block)
+        self.written.append(path)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if 0 in self.steps and state.global_step == 0:
+            self._audit(0)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step in self.steps:
+            self._audit(state.global_step)

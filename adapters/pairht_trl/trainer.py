@@ -1,0 +1,664 @@
+r"""``PairGRPOTrainer``: PAIR adaptive suffix continuation inside TRL's ``GRPOTrainer``.
+
+One training step, as data (PAIR paper, Algorithm 1)::
+
+    prompts (G contiguous copies each, possibly spanning processes)
+      -> phase 1: prefixes of tau tokens for every row (snapped to a newline / sentence end)
+      -> prefix heads: p_hat (success), c_hat (remaining suffix tokens)        [frozen here]
+      -> pairht.allocation.allocate over every group in one batched call:
+             budget_b = budget_ratio * sum_i c_hat_bi                            [logged]
+      -> design(pi_b).sample(trainer rng) -> J_b;  rho_b = design.joint()      [logged,
+             before any reward exists; identical on every process]
+      -> phase 2: resume only the selected rows' KV caches to termination
+      -> reward functions on the selected rows only (exceptions: reward 0, counted)
+      -> W = pairht.estimators.edge_weights(J, rho)   A_i = 1/2 sum_j W_ij (r_i - r_j)
+      -> TRL's loss with A as advantages; unselected rows' loss mask zeroed
+      -> after the policy update: prefix heads updated with IPW losses on the new labels
+
+The trainer overrides four TRL seams and never copies a TRL method body:
+
+``_generate_single_turn``
+    two-phase generation and the design draw (train mode only; evaluation is plain GRPO).
+    Unselected rows return their prefix as completion (TRL's batch keeps every row, because
+    ``split_tensor_dict`` silently drops remainder rows of an uneven batch); they are masked
+    out of the loss below.
+``_calculate_rewards``
+    ``super()`` on the selected rows only; the per-process result is scattered back to all
+    rows (NaN for unselected rows, which TRL then treats as unscorable) and gathered.
+``_generate_and_score_completions``
+    ``super()``, then ``advantages`` is replaced by the pair advantages and the
+    ``completion_mask`` of unselected rows is zeroed (``num_items_in_batch`` recomputed).
+``training_step``
+    ``super()``, then, once the last micro-batch of a generation batch has been consumed,
+    the heads are refreshed on that batch's labels (frozen within an RL update).
+
+Exact mode: what the update is
+------------------------------
+With ``loss_type="dr_grpo"``, ``num_iterations=1`` and ``beta=0`` TRL's loss on a micro-batch of
+``R`` rows is ``-(1 / (R * L)) sum_rows A_i sum_t ratio_it`` with every ratio equal to 1 and
+``L = max_completion_length``, divided by the accumulation steps. Summed over the generation
+batch and averaged over processes, the gradient of the loss is
+
+.. math:: \nabla \text{loss} = -\frac{1}{G L} \cdot \frac1B \sum_{b=1}^{B}
+          \widehat g_{\text{PAIR}}(q_b),
+
+``B`` prompts per optimizer step, ``\widehat g_{PAIR}`` the pair-HT gradient (Eq. pair-ht) of
+each group. :meth:`PairGRPOTrainer.update_scale` returns ``-1 / (G L)``. The normaliser
+``R * L`` does not depend on which rows are masked, so zeroing unselected rows changes nothing
+else. With every ``pi_i = 1`` this is the LOO (RLOO) gradient (Theorem 1).
+
+Logged metrics (``pair/...``, averaged over logging steps like TRL's)
+--------------------------------------------------------------------
+``prefix_tokens``, ``suffix_tokens`` (realised, selected rows), ``full_suffix_tokens_ht``: the
+Horvitz-Thompson estimate ``sum_i J_i C_i / pi_i`` of what a full group would have generated
+after the prefixes (design-unbiased for ``sum_i C_i``), ``suffix_fraction`` = suffix /
+full-suffix estimate (compare with ``budget_ratio``), ``token_fraction`` = (prefix + suffix) /
+(prefix + full-suffix estimate), ``predicted_suffix_fraction`` = ``sum pi c_hat / sum c_hat``,
+``cost_ratio`` = realised / predicted suffix tokens of the selected rows, ``completed`` and
+``observed_edges`` per group, ``max_weight`` (``M W_ij``, i.e. ``1/rho_ij`` for exact
+weights), ``ess``, ``solver_residual``, ``solver_fallbacks``, ``solver_unconverged``,
+``verifier_calls``, ``reward_failures``, ``heads/*`` (the head trainer's metrics).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from trl.models import unwrap_model_for_generation
+
+from pairht_trl.advantages import (
+    design_edge_weights,
+    pair_advantages_torch,
+    standardise_advantages,
+)
+from pairht_trl.config import FIXED_SIZE_DESIGNS, PairGRPOConfig
+from pairht_trl.distributed import broadcast_from_main, gather_rows, local_slice
+from trl import GRPOTrainer
+
+__all__ = ["PAIR_STATE_FILE", "DesignDraw", "PairGRPOTrainer"]
+
+#: File holding the design RNG, the heads and the warm start inside a checkpoint folder.
+PAIR_STATE_FILE = "pair_state.pt"
+
+#: Predicted cost given to a prefix that already ended (the solver needs c_hat > 0); its
+#: budget share is added in full, so such rows get pi = 1 whenever the budget allows.
+_DONE_COST = 1e-6
+
+
+@dataclass
+class DesignDraw:
+    """One generation batch's logged design, global over processes (``B`` groups of ``G``).
+
+    Everything here except ``rewards``/``costs``/``features`` exists before any reward does.
+    """
+
+    p_hat: np.ndarray  # (B, G) success predictions
+    c_hat: np.ndarray  # (B, G) predicted suffix tokens (0 for prefixes that already ended)
+    budget: np.ndarray  # (B,) expected suffix budget in tokens
+    pi: np.ndarray  # (B, G) the design's first-order inclusion probabilities
+    mask: np.ndarray  # (B, G) bool, J
+    joint: np.ndarray  # (B, G, G) rho
+    prefix_len: np.ndarray  # (B, G) prefix tokens
+    prefix_done: np.ndarray  # (B, G) bool, prefix ended with EOS
+    kkt_residual: np.ndarray  # (B,)
+    converged: np.ndarray  # (B,) bool
+    fallback_used: np.ndarray  # (B,) bool
+    rows: slice  # this process's rows of the flattened (B * G) batch
+    pi_alloc: np.ndarray | None = None  # (B, G) the solver's pi (= pi unless anchor_pair)
+    features: torch.Tensor | None = None  # (B * G, hidden) gathered prefix features
+    suffix_len: np.ndarray | None = None  # (B, G) realised suffix tokens (0 if unselected)
+    rewards: np.ndarray | None = None  # (B, G) rewards (NaN if unselected)
+    advantages: np.ndarray | None = None  # (B, G)
+
+
+class _GuardedReward:
+    """A synchronous reward function whose exceptions become reward 0 (counted), never a crash.
+
+    On an exception for a batch, rows are retried one at a time so that only the failing rows
+    get 0 (paper: "any parser exception is a failed rollout").
+    """
+
+    def __init__(self, func: Callable[..., Any], stats: dict[str, int]) -> None:
+        self.func = func
+        self.stats = stats
+        self.__name__ = getattr(func, "__name__", type(func).__name__)
+
+    def __call__(self, *, prompts: list, completions: list, completion_ids: list, **kw: Any):
+        n = len(prompts)
+        try:
+            return list(self.func(prompts=prompts, completions=completions,
+                                  completion_ids=completion_ids, **kw))
+        except Exception:
+            pass  # any verifier failure is reward 0 by the protocol: find the failing rows
+        out: list[float | None] = []
+        for k in range(n):
+            row_kw = {
+                key: (val[k : k + 1] if isinstance(val, list) and len(val) == n else val)
+                for key, val in kw.items()
+            }
+            try:
+                (value,) = self.func(
+                    prompts=prompts[k : k + 1],
+                    completions=completions[k : k + 1],
+                    completion_ids=completion_ids[k : k + 1],
+                    **row_kw,
+                )
+                out.append(value)
+            except Exception:
+                out.append(0.0)
+                self.stats["reward_failures"] += 1
+        return out
+
+
+@contextlib.contextmanager
+def _process_local_reward_gather() -> Iterator[None]:
+    """Make TRL's final ``gather`` in ``_calculate_rewards`` a no-op for one call.
+
+    Each process scores only its selected rows, whose number differs between processes, and
+    ``accelerate.utils.gather`` needs equal shapes. The subclass gathers the full-size result
+    itself. This patches the module-level name TRL 1.16 calls (checked at import time below).
+    """
+    import trl.trainer.grpo_trainer as grpo_module
+
+    original = grpo_module.gather
+    grpo_module.gather = lambda tensor: tensor
+    try:
+        yield
+    finally:
+        grpo_module.gather = original
+
+
+def _check_trl_seams() -> None:
+    import trl.trainer.grpo_trainer as grpo_module
+
+    seams = ("_generate_single_turn", "_calculate_rewards", "_generate_and_score_completions")
+    missing = [name for name in seams if not hasattr(GRPOTrainer, name)]
+    if missing or not hasattr(grpo_module, "gather"):
+        raise ImportError(
+            f"pairht_trl needs TRL's GRPOTrainer seams {missing or ''} and "
+            f"trl.trainer.grpo_trainer.gather (TRL >= 1.16, < 2)"
+        )
+
+
+_check_trl_seams()
+
+
+class PairGRPOTrainer(GRPOTrainer):
+    """TRL ``GRPOTrainer`` with PAIR adaptive suffix continuation and pair-HT advantages.
+
+    Parameters
+    ----------
+    model, reward_funcs, train_dataset, eval_dataset, processing_class, ..., peft_config
+        As for ``trl.GRPOTrainer`` (same order). Tools, environments and ``rollout_func``
+        are refused (PAIR needs to control generation).
+    args : PairGRPOConfig
+        Training and PAIR configuration.
+    generation_backend : object, optional
+        Two-phase generator with ``generate_prefixes(model, prompt_ids)`` and
+        ``continue_selected(model, prefix, selected)``; default
+        :class:`pairht_trl.generation.TransformersTwoPhase` built from ``args``.
+    head_trainer : object, optional
+        Prefix heads with ``predict``, ``add``, ``update``, ``state_dict``,
+        ``load_state_dict``; default :class:`pairht_trl.heads.HeadTrainer`.
+
+    Attributes
+    ----------
+    last_draw : DesignDraw or None
+        The latest training batch's design, rewards and advantages.
+    draw_history : deque of dict
+        ``{"step", "pi", "mask"}`` of the latest 1024 training draws.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        reward_funcs: Any = None,
+        args: PairGRPOConfig | None = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        processing_class: Any = None,
+        reward_processing_classes: Any = None,
+        callbacks: Any = None,
+        optimizers: Any = (None, None),
+        quantization_config: Any = None,
+        peft_config: Any = None,
+        *,
+        generation_backend: Any = None,
+        head_trainer: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(args, PairGRPOConfig):
+            raise ValueError(
+                f"args must be a PairGRPOConfig (PAIR's knobs live there); got "
+                f"{type(args).__name__}"
+            )
+        for name in ("tools", "rollout_func", "environment_factory"):
+            if kwargs.get(name) is not None:
+                raise ValueError(
+                    f"{name} is not supported by PairGRPOTrainer: PAIR must control generation "
+                    f"(prefix, design draw, resume); got {name}={kwargs[name]!r}"
+                )
+        super().__init__(
+            model=model,
+            reward_funcs=reward_funcs,
+            args=args,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=processing_class,
+            reward_processing_classes=reward_processing_classes,
+            callbacks=callbacks,
+            optimizers=optimizers,
+            quantization_config=quantization_config,
+            peft_config=peft_config,
+            **kwargs,
+        )
+        self.pair_args: PairGRPOConfig = args
+        self._pair_stats = {"reward_failures": 0}
+        # Exceptions of synchronous reward functions become reward 0; modules and async
+        # functions are left as TRL calls them.
+        self.reward_funcs = [
+            f
+            if isinstance(f, nn.Module) or not callable(f) or _is_async(f)
+            else _GuardedReward(f, self._pair_stats)
+            for f in self.reward_funcs
+        ]
+        seed = args.design_seed if args.design_seed is not None else args.seed
+        # One generator per trainer, seeded identically on every process and advanced
+        # identically (every process draws; the main process's draw is broadcast).
+        self.design_rng = np.random.Generator(np.random.PCG64(seed))
+        self._warm_start: np.ndarray | None = None
+        self._pending_labels: dict[str, Any] | None = None
+        self.last_draw: DesignDraw | None = None
+        # Recent draws only: a long run must not grow memory without bound.
+        self.draw_history: deque[dict[str, Any]] = deque(maxlen=1024)
+        self.generation_backend = generation_backend or self._default_backend()
+        self.head_trainer = head_trainer or self._default_heads()
+        from pairht_trl.audit_mode import AuditCallback
+
+        for callback in self.callback_handler.callbacks:
+            if isinstance(callback, AuditCallback):
+                callback.trainer = self
+
+    # ------------------------------------------------------------------ construction helpers
+    def _default_backend(self) -> Any:
+        from pairht_trl.generation import TransformersTwoPhase, snap_token_ids_from_tokenizer
+
+        return TransformersTwoPhase(
+            tau=self.pair_args.tau,
+            snap_window=self.pair_args.snap_window,
+            feature_window=self.pair_args.head_feature_window,
+            eos_token_ids=list(self.eos_token_ids),
+            pad_token_id=self._tokenizer.pad_token_id,
+            snap_token_ids=snap_token_ids_from_tokenizer(self._tokenizer),
+            generation_config=self.generation_config,
+            max_completion_length=self.max_completion_length,
+        )
+
+    def _default_heads(self) -> Any:
+        from pairht_trl.heads import HeadTrainer
+
+        cfg = self.accelerator.unwrap_model(self.model).config
+        hidden = getattr(cfg, "hidden_size", None) or cfg.get_text_config().hidden_size
+        a = self.pair_args
+        return HeadTrainer(
+            hidden,
+            width=a.head_width,
+            lr=a.head_lr,
+            replay=a.head_replay,
+            lagged=a.lagged_heads,
+            steps_per_update=a.head_steps_per_update,
+            batch_size=a.head_batch_size,
+            temperature_fraction=a.head_temperature_fraction,
+            device=self.accelerator.device,
+            seed=a.seed,
+        )
+
+    @property
+    def update_scale(self) -> float:
+        """Exact mode: ``grad(loss) = update_scale * mean_b g_PAIR(q_b)`` (see module doc)."""
+        return -1.0 / (self.pair_args.num_generations * self.pair_args.max_completion_length)
+
+    def _design_size(self) -> int | str | None:
+        a = self.pair_args
+        if a.design not in FIXED_SIZE_DESIGNS:
+            return None
+        # "auto": the largest size the budget affords uniformly (pairht.allocation.auto_size)
+        return a.design_size if a.design_size is not None else "auto"
+
+    # ------------------------------------------------------------------ seam 1: generation
+    def _generate_single_turn(
+        self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False
+    ):
+        if not self.model.training:
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+            )
+        if images is not None or multimodal_fields:
+            raise ValueError("PairGRPOTrainer supports text-only prompts (no images)")
+        self._refresh_heads()  # labels of the previous batch, after its policy update
+        args = self.pair_args
+        with (
+            unwrap_model_for_generation(
+                self.model_wrapped,
+                self.accelerator,
+                gather_deepspeed3_params=args.ds3_gather_for_generation,
+                generation_kwargs=self.generation_kwargs,
+                gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
+            ) as unwrapped,
+            torch.no_grad(),
+            self._dist.summon_full_params(self.model_wrapped, recurse=False),
+        ):
+            prefix = self.generation_backend.generate_prefixes(unwrapped, prompt_ids)
+            draw = self._draw_design(prefix)
+            local_mask = draw.mask.reshape(-1)[draw.rows]
+            selected = np.flatnonzero(local_mask).tolist()
+            finished = (
+                self.generation_backend.continue_selected(unwrapped, prefix, selected)
+                if selected
+                else []
+            )
+        completion_ids = [list(ids) for ids in prefix.prefix_ids]
+        for row, ids in zip(selected, finished):
+            completion_ids[row] = list(ids)
+        suffix_local = np.zeros(len(completion_ids), dtype=np.int64)
+        for row in selected:
+            suffix_local[row] = len(completion_ids[row]) - len(prefix.prefix_ids[row])
+        draw.suffix_len = gather_rows(self.accelerator, suffix_local).reshape(draw.mask.shape)
+        draw.features = torch.as_tensor(
+            gather_rows(self.accelerator, prefix.features.float().cpu().numpy())
+        )
+        self.last_draw = draw
+        return completion_ids, None
+
+    def _draw_design(self, prefix: Any) -> DesignDraw:
+        """Predict, allocate and draw for every group of the global batch (logged pre-reward)."""
+        from pairht.allocation import allocate
+
+        args, acc = self.pair_args, self.accelerator
+        g = args.num_generations
+        n_local = len(prefix.prefix_ids)
+        p_loc, c_loc = self.head_trainer.predict(prefix.features)
+        done_loc = np.asarray(prefix.prefix_done.cpu(), dtype=bool)
+        len_loc = np.array([len(ids) for ids in prefix.prefix_ids], dtype=np.int64)
+        stacked = np.stack(
+            [np.asarray(p_loc, np.float64), np.asarray(c_loc, np.float64), done_loc, len_loc],
+            axis=1,
+        )
+        allrows = gather_rows(acc, stacked)
+        shape = (-1, g)
+        p_hat = allrows[:, 0].reshape(shape)
+        done = allrows[:, 2].reshape(shape) > 0.5
+        # A prefix that already ended has no suffix to pay for: a negligible cost, and the
+        # budget covers it in full, so it is continued (for free) unless the size forbids.
+        c_hat = np.where(done, _DONE_COST, allrows[:, 1].reshape(shape))
+        prefix_len = allrows[:, 3].reshape(shape).astype(np.int64)
+        # budget = sum(done c) + ratio * sum(open c), written so that ratio = 1 gives sum(c)
+        # exactly (the solver's closed form pi = 1).
+        budget = c_hat.sum(axis=-1) - (1.0 - args.budget_ratio) * np.where(done, 0.0, c_hat).sum(
+            axis=-1
+        )
+        warm = self._warm_start
+        if warm is not None and warm.shape != p_hat.shape:
+            warm = None
+        res = allocate(
+            p_hat,
+            c_hat,
+            budget,
+            pi_min=args.pi_min,
+            proxy=args.edge_proxy,
+            covariance_term=args.covariance_term,
+            warm_start=warm,
+            size=self._design_size(),
+            fallback=True,
+        )
+        pi_alloc = np.asarray(res.pi, dtype=np.float64)
+        pi = np.zeros_like(pi_alloc)
+        mask = np.zeros(pi.shape, dtype=bool)
+        joint = np.zeros((*pi.shape, g), dtype=np.float64)
+        for b in range(pi.shape[0]):
+            design = self._build_design(pi_alloc[b])
+            mask[b] = design.sample(self.design_rng)
+            joint[b] = design.joint()
+            pi[b] = design.pi  # the design's exact marginals (an anchor pair raises them)
+        pi, pi_alloc, mask, joint = broadcast_from_main(acc, (pi, pi_alloc, mask, joint))
+        self._warm_start = pi_alloc
+        draw = DesignDraw(
+            p_hat=p_hat,
+            c_hat=c_hat,
+            budget=np.asarray(budget, dtype=np.float64),
+            pi=pi,
+            pi_alloc=pi_alloc,
+            mask=mask,
+            joint=joint,
+            prefix_len=prefix_len,
+            prefix_done=done,
+            kkt_residual=np.broadcast_to(np.asarray(res.kkt_residual, np.float64), budget.shape),
+            converged=np.broadcast_to(np.asarray(res.converged, bool), budget.shape),
+            fallback_used=np.broadcast_to(np.asarray(res.fallback_used, bool), budget.shape),
+            rows=local_slice(acc, n_local),
+        )
+        self.draw_history.append(
+            {"step": int(self.state.global_step), "pi": pi.copy(), "mask": mask.copy()}
+        )
+        return draw
+
+    def _build_design(self, pi_row: np.ndarray) -> Any:
+        """The design of one group, from the core registry (exact joints for every kind).
+
+        ``"dependent_rounding"`` is the randomized-order mixture (orders drawn from the design
+        generator), because one fixed order leaves some pairs with ``rho_ij = 0``.
+        """
+        from pairht.designs import make_design
+
+        kind = self.pair_args.design
+        if kind == "dependent_rounding":
+            design = make_design("randomized_dependent_rounding", pi_row, rng=self.design_rng)
+        else:
+            design = make_design(kind, pi_row)
+        if self.pair_args.anchor_pair:
+            from pairht.designs.anchored import AnchoredPair
+
+            design = AnchoredPair(design)
+        return design
+
+    # ------------------------------------------------------------------ seam 2: rewards
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        draw = self.last_draw
+        if not self.model.training or draw is None or draw.rewards is not None:
+            return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        local_mask = draw.mask.reshape(-1)[draw.rows]
+        if len(local_mask) != len(prompts):
+            raise RuntimeError(
+                f"PAIR design covers {len(local_mask)} local rows but the reward call has "
+                f"{len(prompts)}; the generation and scoring batches disagree"
+            )
+        sel = np.flatnonzero(local_mask).tolist()
+        n_funcs = len(self.reward_funcs)
+        full = torch.full(
+            (len(prompts), n_funcs), float("nan"), device=self.accelerator.device
+        )
+        if sel:
+            with _process_local_reward_gather():
+                sub = super()._calculate_rewards(
+                    [inputs[i] for i in sel],
+                    [prompts[i] for i in sel],
+                    [completions[i] for i in sel],
+                    [completion_ids_list[i] for i in sel],
+                )
+            full[sel] = sub.to(full.dtype)
+        mode = "train"
+        calls = gather_rows(self.accelerator, np.array([len(sel) * n_funcs], dtype=np.int64))
+        fails = gather_rows(
+            self.accelerator, np.array([self._pair_stats["reward_failures"]], dtype=np.int64)
+        )
+        self._pair_stats["reward_failures"] = 0
+        self._metrics[mode]["pair/verifier_calls"].append(float(calls.sum()))
+        self._metrics[mode]["pair/reward_failures"].append(float(fails.sum()))
+        gathered = self.accelerator.gather(full) if self.accelerator.num_processes > 1 else full
+        weights = self.reward_weights.to(gathered.device).to(gathered.dtype)
+        rewards = (gathered * weights).nansum(dim=1)
+        flat = rewards.cpu().double().numpy().reshape(draw.mask.shape)
+        draw.rewards = np.where(draw.mask, flat, np.nan)
+        return gathered
+
+    # ------------------------------------------------------------------ seam 3: advantages
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        draw = self.last_draw
+        if not self.model.training or draw is None or draw.advantages is not None:
+            return out
+        args = self.pair_args
+        weights = design_edge_weights(
+            draw.mask, draw.joint, weighting=args.weighting, w_max=args.w_max
+        )
+        dtype = torch.float64 if self._policy_dtype() == torch.float64 else torch.float32
+        device = out["advantages"].device
+        rewards = torch.as_tensor(draw.rewards, device=device)
+        mask_t = torch.as_tensor(draw.mask, device=device)
+        adv = pair_advantages_torch(rewards, weights, dtype=dtype)
+        adv = standardise_advantages(adv, rewards, mask_t, args.scale_rewards)
+        draw.advantages = adv.cpu().double().numpy()
+        flat = adv.reshape(-1)
+        out["advantages"] = flat[draw.rows].to(device)
+        keep = mask_t.reshape(-1)[draw.rows].to(out["completion_mask"].dtype)
+        out["completion_mask"] = out["completion_mask"] * keep[:, None]
+        loss_mask = out["completion_mask"]
+        if "tool_mask" in out:
+            loss_mask = loss_mask * out["tool_mask"]
+        out["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        # TRL logged its own (unused) advantages for the completions table; show ours.
+        logged = self._logs["advantages"]
+        for _ in range(min(flat.numel(), len(logged))):
+            logged.pop()
+        logged.extend(flat.tolist())
+        self._log_draw(draw, weights)
+        self._pending_labels = self._labels(draw)
+        return out
+
+    def _policy_dtype(self) -> torch.dtype:
+        try:
+            return next(self.accelerator.unwrap_model(self.model).parameters()).dtype
+        except StopIteration:  # pragma: no cover - a model without parameters
+            return torch.float32
+
+    def _labels(self, draw: DesignDraw) -> dict[str, Any]:
+        """Head labels of the completed rows (IPW weights J / pi use the logged pi)."""
+        mask = draw.mask.reshape(-1)
+        # The success head predicts P(r = 1): rewards outside [0, 1] (weighted sums of several
+        # functions, partial credit) are clipped to it. Costs of prefixes that already ended
+        # are 0, which the head trainer reads as "train the success head only".
+        return {
+            "features": draw.features,
+            "rewards": np.clip(np.nan_to_num(draw.rewards.reshape(-1), nan=0.0), 0.0, 1.0),
+            "costs": draw.suffix_len.reshape(-1).astype(np.float64),
+            "pi": draw.pi.reshape(-1).copy(),
+            "mask": mask.copy(),
+        }
+
+    def _log_draw(self, draw: DesignDraw, weights: np.ndarray) -> None:
+        from pairht.estimators import ess
+
+        m = self._metrics["train"]
+        g = draw.mask.shape[-1]
+        n_pairs = g * (g - 1) / 2
+        mask = draw.mask
+        suffix = float(draw.suffix_len[mask].sum())
+        prefix = float(draw.prefix_len.sum())
+        full_suffix_ht = float((draw.suffix_len[mask] / draw.pi[mask]).sum())
+        k = mask.sum(-1)
+        c_sel = float(draw.c_hat[mask].sum())
+        m["pair/prefix_tokens"].append(prefix)
+        m["pair/suffix_tokens"].append(suffix)
+        m["pair/full_suffix_tokens_ht"].append(full_suffix_ht)
+        m["pair/suffix_fraction"].append(suffix / full_suffix_ht if full_suffix_ht > 0 else 0.0)
+        m["pair/token_fraction"].append((prefix + suffix) / (prefix + full_suffix_ht))
+        total_c = float(draw.c_hat.sum())
+        m["pair/predicted_suffix_fraction"].append(
+            float((draw.pi * draw.c_hat).sum()) / total_c if total_c > 0 else 0.0
+        )
+        m["pair/cost_ratio"].append(suffix / c_sel if c_sel > 0 else float("nan"))
+        m["pair/completed"].append(float(k.mean()))
+        m["pair/observed_edges"].append(float((k * (k - 1) / 2).mean()))
+        m["pair/max_weight"].append(float(weights.max() * n_pairs))
+        m["pair/ess"].append(float(np.mean(ess(weights))))
+        m["pair/pi_mean"].append(float(draw.pi.mean()))
+        m["pair/solver_residual"].append(float(np.max(draw.kkt_residual)))
+        m["pair/solver_fallbacks"].append(float(np.sum(draw.fallback_used)))
+        m["pair/solver_unconverged"].append(float(np.sum(~draw.converged)))
+        m["pair/prefix_done"].append(float(draw.prefix_done.mean()))
+
+    # ------------------------------------------------------------------ seam 4: heads
+    def training_step(self, model, inputs, num_items_in_batch):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        if self._step % generate_every == 0:
+            self._refresh_heads()
+        return loss
+
+    def _refresh_heads(self) -> None:
+        """Add the pending labels to the replay window and refit (after the policy update)."""
+        labels, self._pending_labels = self._pending_labels, None
+        if labels is None:
+            return
+        heads = self.head_trainer
+        heads.add(
+            labels["features"], labels["rewards"], labels["costs"], labels["pi"], labels["mask"]
+        )
+        for key, value in heads.update().items():
+            self._metrics["train"][f"pair/heads/{key}"].append(float(value))
+
+    # ------------------------------------------------------------------ checkpoints
+    def pair_state_dict(self) -> dict[str, Any]:
+        """Design RNG state, heads (with replay window), warm start and pending labels."""
+        return {
+            "design_rng": json.dumps(self.design_rng.bit_generator.state),
+            "heads": self.head_trainer.state_dict(),
+            "warm_start": self._warm_start,
+            "pending_labels": self._pending_labels,
+        }
+
+    def load_pair_state_dict(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`pair_state_dict`."""
+        self.design_rng.bit_generator.state = json.loads(state["design_rng"])
+        self.head_trainer.load_state_dict(state["heads"])
+        self._warm_start = state["warm_start"]
+        self._pending_labels = state["pending_labels"]
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+            folder = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            path = os.path.join(self._get_output_dir(trial=trial), folder, PAIR_STATE_FILE)
+            torch.save(self.pair_state_dict(), path)
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None:
+            return
+        path = os.path.join(checkpoint, PAIR_STATE_FILE)
+        if not os.path.exists(path):
+            raise ValueError(
+                f"checkpoint {checkpoint!r} has no {PAIR_STATE_FILE}; it was not written by "
+                f"PairGRPOTrainer, so the design RNG and heads cannot be restored"
+            )
+        # Our own file (numpy arrays, the heads' replay window): not a weights-only payload.
+        self.load_pair_state_dict(torch.load(path, map_location="cpu", weights_only=False))
+
+
+def _is_async(func: Any) -> bool:
+    import inspect
+
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+        type(func).__call__
+    )
