@@ -243,11 +243,19 @@ class PairGRPOConfig(GRPOConfig):
                 f"multi_objective_aggregation must be 'sum_then_normalize', got "
                 f"{self.multi_objective_aggregation!r}"
             )
-        if self.use_vllm or self.use_transformers_continuous_batching:
+        if self.use_transformers_continuous_batching:
             raise ValueError(
-                "PairGRPOTrainer generates in two phases with transformers (prefix, then resume "
-                "the selected KV caches); use_vllm=True and use_transformers_continuous_batching"
-                "=True are not supported here (the vLLM backend is pairht_vllm)"
+                "PairGRPOTrainer generates in two phases (prefix, then resume the selected "
+                "candidates); use_transformers_continuous_batching=True is not supported. Use the "
+                "default transformers backend or use_vllm=True (pairht_vllm)"
+            )
+        if self.use_vllm and self.vllm_importance_sampling_correction:
+            # The two-phase vLLM backend returns no sampling logprobs, and TRL's truncated
+            # importance correction would reweight the pair-HT update away from the estimator.
+            raise ValueError(
+                "use_vllm=True requires vllm_importance_sampling_correction=False: PAIR's vLLM "
+                "backend (pairht_vllm) returns no sampling logprobs and the correction would "
+                "change the pair-HT estimator"
             )
 
     def _check_exact(self) -> None:

@@ -292,16 +292,22 @@ class PairGRPOTrainer(GRPOTrainer):
     def _default_backend(self) -> Any:
         from pairht_trl.generation import TransformersTwoPhase, snap_token_ids_from_tokenizer
 
-        return TransformersTwoPhase(
+        common = dict(
             tau=self.pair_args.tau,
             snap_window=self.pair_args.snap_window,
             feature_window=self.pair_args.head_feature_window,
             eos_token_ids=list(self.eos_token_ids),
             pad_token_id=self._tokenizer.pad_token_id,
             snap_token_ids=snap_token_ids_from_tokenizer(self._tokenizer),
-            generation_config=self.generation_config,
             max_completion_length=self.max_completion_length,
         )
+        if self.use_vllm:
+            # TRL built its VLLMGeneration (colocate engine or server client) in super().__init__;
+            # the two-phase backend drives that engine and brings TRL's weight sync with it.
+            from pairht_vllm import VLLMTwoPhase
+
+            return VLLMTwoPhase.from_trl(self.vllm_generation, **common)
+        return TransformersTwoPhase(**common, generation_config=self.generation_config)
 
     def _default_heads(self) -> Any:
         from pairht_trl.heads import HeadTrainer

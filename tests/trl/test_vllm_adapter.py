@@ -448,3 +448,47 @@ def test_server_mode_with_two_processes_sends_one_call_and_returns_each_its_rows
         assert len(client.calls) == 1 and client.calls[0]["prompts"] == PROMPTS
     start = 0 if rank == 0 else 2
     assert [len(p) for p in res.prefix_ids] == EXPECTED_L[start : start + len(mine)]
+
+
+def test_trainer_selects_the_vllm_backend_when_use_vllm_is_set(fake_vllm, model):
+    """``PairGRPOConfig(use_vllm=True)`` makes the trainer drive TRL's vLLM engine in two phases."""
+    from pairht_trl.trainer import PairGRPOTrainer
+    from pairht_vllm import VLLMTwoPhase
+
+    llm = FakeLLM()
+    gen = types.SimpleNamespace(
+        mode="colocate", llm=llm, temperature=1.0, top_p=1.0, top_k=0, min_p=None,
+        repetition_penalty=1.0, generation_kwargs={}, sync_weights=lambda: None,
+        accelerator=None,
+    )
+    tok = types.SimpleNamespace(pad_token_id=PAD)
+    # the snap tokens come from the tokenizer; this stands in for its vocabulary scan
+    import pairht_trl.generation as generation
+
+    stub = types.SimpleNamespace(
+        pair_args=types.SimpleNamespace(tau=TAU, snap_window=WINDOW, head_feature_window=4),
+        eos_token_ids=[EOS], _tokenizer=tok, max_completion_length=MAX_LEN,
+        use_vllm=True, vllm_generation=gen, generation_config=None,
+    )
+    orig = generation.snap_token_ids_from_tokenizer
+    generation.snap_token_ids_from_tokenizer = lambda _tok: [NL]
+    try:
+        backend = PairGRPOTrainer._default_backend(stub)
+    finally:
+        generation.snap_token_ids_from_tokenizer = orig
+    assert isinstance(backend, VLLMTwoPhase)
+    prefix = backend.generate_prefixes(model, PROMPTS[:2])
+    assert len(llm.calls) == 1 and len(prefix.prefix_ids) == 2
+
+
+def test_config_accepts_vllm_only_without_importance_correction():
+    from pairht_trl import PairGRPOConfig
+
+    base = dict(output_dir="/tmp/pairht-cfg", per_device_train_batch_size=4, num_generations=4,
+                max_completion_length=32, tau=4, report_to=[], use_cpu=True)
+    cfg = PairGRPOConfig(**base, use_vllm=True, vllm_importance_sampling_correction=False)
+    assert cfg.use_vllm
+    with pytest.raises(ValueError, match="vllm_importance_sampling_correction=False"):
+        PairGRPOConfig(**base, use_vllm=True)
+    with pytest.raises(ValueError, match="use_transformers_continuous_batching"):
+        PairGRPOConfig(**base, use_transformers_continuous_batching=True)
