@@ -8,7 +8,7 @@ Llama is warm-started by supervised learning on an imperfect demonstrator (succe
 0.4), then trained with ``PairGRPOTrainer`` in exact mode: G prefixes of ~tau tokens snapped to
 a newline, prefix heads, continuation probabilities at half the full-group suffix budget, a
 Bernoulli draw, pair-HT advantages on the completed candidates only. For the side-by-side with
-plain GRPO, run ``pairht train-demo`` (``pairht_trl.demo``).
+plain GRPO, run ``pairht demo`` (``pairht_trl.demo``).
 
 Needs the ``trl`` extra (torch, transformers, trl, accelerate).
 """

@@ -1,4 +1,4 @@
-r"""PAIR versus GRPO on the toy task, on CPU, in a few minutes (``pairht train-demo``).
+r"""PAIR versus GRPO on the toy task, on CPU, in a few minutes (``pairht demo``).
 
 Both runs start from the same warm-started tiny policy (:mod:`pairht_trl.toy`: supervised
 warm-up on an imperfect demonstrator, success rate about 0.4), see the same prompts in the same

@@ -1,0 +1,242 @@
+r"""Exact audit metrics from inclusion probabilities: no sampling.
+
+For one prompt with target ``g = g_pair`` and an estimator ``hat g`` whose design expectation
+is ``g + b`` (``b`` the conditional bias) and whose design covariance has trace ``T``:
+
+* bias norm ``||b||``;
+* trace MSE ``E||hat g - g||^2 = ||b||^2 + T``;
+* cosine of the mean estimate to the target ``cos(g + b, g)`` (the *exact cosine*; the
+  Monte Carlo ``E[cos(hat g, g)]`` is a different, draw-level quantity, see
+  :mod:`pairht.audit.montecarlo`);
+* expected completed vertices ``sum_i pi_i``, observed edges ``sum_{i<j} rho_ij`` and suffix
+  tokens ``sum_i pi_i C_i`` (realised costs ``C``).
+
+``b`` comes from :func:`pairht.estimators.conditional_bias` and ``T`` from
+:func:`pairht.estimators.design_covariance` (the Horvitz-Thompson covariance, Eq.
+general-covariance, from inclusion probabilities up to order four). Ratio estimators (Hajek,
+observed average) have no closed form: their mean and covariance are computed by enumerating
+``design.support()`` (every sample and its probability) when ``2**G <= enum_limit``, and are
+``n/a`` otherwise. Direct edge sampling has independent edges, so its covariance is the
+Poisson-sampling HT variance of a total, ``sum_e (1 - q_e)/q_e ||h_e / M||^2``.
+
+All metrics are computed on the reduced scores ``L`` (``L L^T = K``, see
+:meth:`~pairht.audit.population.Population.reduced_scores`): they depend on inner products
+of scores only.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pairht.audit.population import Population
+from pairht.audit.rows import AuditConfig, Plan, _is_linear, n_pairs, need
+
+
+@dataclass
+class ExactMoments:
+    """Exact per-prompt moments of one row (``None`` where no exact value exists).
+
+    Attributes
+    ----------
+    bias : (P, d') array or None
+        Conditional bias ``E[hat g] - g`` per prompt, in reduced-score coordinates.
+    trace_cov : (P,) array or None
+        Trace of the design covariance per prompt.
+    vertices, edges, tokens : (P,) arrays
+        Expected completed vertices, observed edges and realised suffix tokens.
+    method : str
+        ``"closed form"``, ``"enumeration"`` or ``"n/a"`` (how bias and covariance were had).
+    """
+
+    bias: np.ndarray | None
+    trace_cov: np.ndarray | None
+    vertices: np.ndarray
+    edges: np.ndarray
+    tokens: np.ndarray
+    method: str
+
+
+def _design_trace(rewards: np.ndarray, L: np.ndarray, design: Any, weighting: str,
+                  w_max: float | None) -> float | None:
+    """Trace of the design covariance via ``estimators.design_covariance``, or None.
+
+    Returns None when the estimators' function does not support this weighting (then the
+    caller enumerates), so that no second copy of the covariance formula lives here.
+    """
+    dc = need("pairht.estimators", "design_covariance")
+    params = inspect.signature(dc).parameters
+    kwargs: dict[str, Any] = {}
+    if weighting != "exact" and "weighting" not in params:
+        # A linear variant whose weights equal the HT weights on every edge (marginal-only
+        # under the Bernoulli design) is the same estimator on every sample.
+        edge_weights = need("pairht.estimators", "edge_weights")
+        joint = design.joint()
+        ones = np.ones(design.n_units, dtype=bool)
+        mine = edge_weights(ones, **_variant_kwargs(weighting, w_max, design.pi, joint))
+        ht = edge_weights(ones, joint, weighting="exact")
+        if not np.allclose(mine, ht, rtol=1e-14, atol=0.0):
+            return None
+    elif weighting != "exact":
+        kwargs["weighting"] = weighting
+        if w_max is not None:
+            kwargs["w_max"] = w_max
+    out = dc(rewards, L, design, full=False, **kwargs)
+    return float(out.trace)
+
+
+def enumerate_moments(design: Any, rewards: np.ndarray, L: np.ndarray, *, weighting: str,
+                      w_max: float | None = None, chunk: int = 4096) -> tuple[np.ndarray, float]:
+    r"""Exact mean and covariance trace of a variant's estimate by enumerating the design.
+
+    ``E[hat g] = sum_s P(s) L^T A(s)`` and ``T = sum_s P(s) ||L^T A(s) - E[hat g]||^2`` over
+    every sample ``s`` of ``design.support()``, with advantages ``A(s)`` from
+    :func:`pairht.estimators.pair_advantages`.
+
+    Parameters
+    ----------
+    design : Design with ``n_units = G``
+    rewards : (G,) array
+    L : (G, d') reduced scores
+    weighting, w_max : the variant (see :func:`pairht.estimators.edge_weights`)
+    chunk : masks processed at once
+
+    Returns
+    -------
+    mean : (d',) array
+    trace : float
+    """
+    pair_advantages = need("pairht.estimators", "pair_advantages")
+    masks, probs = design.support(max_units=design.n_units)
+    joint = design.joint()
+    kwargs = _variant_kwargs(weighting, w_max, design.pi, joint)
+    est = np.empty((masks.shape[0], L.shape[1]))
+    for lo in range(0, masks.shape[0], chunk):
+        adv = pair_advantages(rewards, masks[lo:lo + chunk], **kwargs)
+        est[lo:lo + chunk] = adv @ L
+    mean = probs @ est
+    dev = est - mean
+    return mean, float(probs @ np.einsum("kd,kd->k", dev, dev))
+
+
+def _variant_kwargs(weighting: str, w_max: float | None, pi: np.ndarray,
+                    joint: np.ndarray) -> dict[str, Any]:
+    """Keyword arguments of ``edge_weights`` / ``pair_advantages`` for a variant."""
+    variants = need("pairht.estimators", "VARIANTS")
+    v = variants[weighting]
+    kwargs: dict[str, Any] = {"weighting": weighting}
+    if v.uses_joint:
+        kwargs["joint"] = joint
+    if v.needs_pi:
+        kwargs["pi"] = pi
+    if v.needs_w_max:
+        kwargs["w_max"] = w_max
+    return kwargs
+
+
+def vertex_row_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray,
+                       cfg: AuditConfig) -> ExactMoments:
+    """Exact moments of a :class:`~pairht.audit.rows.VertexRow` on every prompt."""
+    joint, designs = plan.joint, plan.designs
+    assert joint is not None and designs is not None  # vertex rows always plan both
+    G = pop.group_size
+    vertices = plan.pi.sum(axis=1)
+    edges = (joint.sum(axis=(1, 2)) - np.trace(joint, axis1=1, axis2=2)) / 2.0
+    tokens = (plan.pi * pop.costs).sum(axis=1)
+    P, d = L.shape[0], L.shape[2]
+    bias = np.empty((P, d))
+    trace = np.empty(P)
+    linear = _is_linear(row.weighting)
+    can_enumerate = 2**G <= cfg.enum_limit
+    method = "closed form" if linear else ("enumeration" if can_enumerate else "n/a")
+    if method == "n/a":
+        return ExactMoments(None, None, vertices, edges, tokens, method)
+    pair_gradient = need("pairht.estimators", "pair_gradient")
+    conditional_bias = need("pairht.estimators", "conditional_bias")
+    if not linear:
+        for q in range(P):
+            mean, trace[q] = enumerate_moments(designs[q], pop.rewards[q], L[q],
+                                               weighting=row.weighting, w_max=row.w_max)
+            bias[q] = mean - pair_gradient(pop.rewards[q], L[q])
+        return ExactMoments(bias, trace, vertices, edges, tokens, method)
+    for q in range(P):
+        bias[q] = conditional_bias(pop.rewards[q], L[q], designs[q], weighting=row.weighting,
+                                   w_max=row.w_max)
+    for q in range(P):
+        r, design = pop.rewards[q], designs[q]
+        t = _design_trace(r, L[q], design, row.weighting, row.w_max)
+        if t is None:
+            if not can_enumerate:
+                return ExactMoments(bias, None, vertices, edges, tokens,
+                                    "closed form (bias only)")
+            method = "closed form + enumeration"
+            _, t = enumerate_moments(design, r, L[q], weighting=row.weighting, w_max=row.w_max)
+        trace[q] = t
+    return ExactMoments(bias, trace, vertices, edges, tokens, method)
+
+
+def edge_row_moments(plan: Plan, pop: Population, L: np.ndarray) -> ExactMoments:
+    r"""Exact moments of direct edge sampling (independent ``I_e ~ Bernoulli(q_e)``).
+
+    ``hat g = sum_e I_e y_e`` with ``y_e = h_e / (M q_e)``: mean ``sum_e q_e y_e`` and
+    covariance trace ``sum_e q_e (1 - q_e) ||y_e||^2`` (independent terms). The mean is
+    computed, not assumed, so the reported bias is the arithmetic's.
+    """
+    pair_kernel = need("pairht.estimators", "pair_kernel")
+    pair_gradient = need("pairht.estimators", "pair_gradient")
+    G = pop.group_size
+    M = n_pairs(G)
+    assert plan.q is not None  # edge rows always plan q
+    iu, ju = np.triu_indices(G, k=1)
+    h = pair_kernel(pop.rewards, L)[:, iu, ju, :]  # (P, M, d')
+    qe = plan.q[:, iu, ju]  # (P, M)
+    y = h / (M * qe)[:, :, None]
+    mean = np.einsum("pe,ped->pd", qe, y)
+    bias = mean - pair_gradient(pop.rewards, L)
+    trace = np.einsum("pe,pe->p", qe * (1.0 - qe), np.einsum("ped,ped->pe", y, y))
+    vertices = plan.pi.sum(axis=1)
+    edges = qe.sum(axis=1)
+    tokens = (plan.pi * pop.costs).sum(axis=1)
+    return ExactMoments(bias, trace, vertices, edges, tokens, "closed form")
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine ``<a, b> / (||a|| ||b||)``, defined as 0 when either vector is 0."""
+    num = np.einsum("...d,...d->...", a, b)
+    den = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
+    return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+
+
+def informative(g: np.ndarray) -> np.ndarray:
+    """Prompts whose target is nonzero (cosines are averaged over these only), (P,) bool."""
+    scale = max(float(np.abs(g).max(initial=0.0)), 1e-300)
+    return np.linalg.norm(g, axis=-1) > 1e-12 * scale
+
+
+def exact_summary(mom: ExactMoments, g: np.ndarray, pop: Population) -> dict[str, float]:
+    """Aggregate exact per-prompt moments over prompts (means; tokens pooled).
+
+    ``bias_exact = mean_q ||b_q||``, ``mse_exact = mean_q (||b_q||^2 + T_q)``,
+    ``cos_mean_exact = mean over prompts with g_q != 0 of cos(g_q + b_q, g_q)``,
+    ``vertices/edges_exact = mean_q``, ``tokens_exact = sum_q E[sum_i J_qi C_qi] /
+    sum_q sum_i C_qi``. Missing values are NaN.
+    """
+    nan = float("nan")
+    out = {
+        "vertices_exact": float(mom.vertices.mean()),
+        "edges_exact": float(mom.edges.mean()),
+        "tokens_exact": float(mom.tokens.sum() / pop.costs.sum()),
+        "bias_exact": nan, "mse_exact": nan, "cos_mean_exact": nan,
+    }
+    if mom.bias is not None:
+        b2 = np.einsum("pd,pd->p", mom.bias, mom.bias)
+        out["bias_exact"] = float(np.sqrt(b2).mean())
+        keep = informative(g)
+        if keep.any():
+            out["cos_mean_exact"] = float(cosine(g + mom.bias, g)[keep].mean())
+        if mom.trace_cov is not None:
+            out["mse_exact"] = float((b2 + mom.trace_cov).mean())
+    return out

@@ -1,0 +1,209 @@
+"""Exact audit metrics against brute-force enumeration and the appendix bias formulas."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from pairht.audit import ROWS
+from pairht.audit.rows import AuditConfig, edge_probabilities
+from pairht.estimators import pair_estimate, pair_gradient, pair_kernel
+
+
+def _plan(row_key, pop, cfg):
+    return ROWS[row_key].plan(pop, cfg, {})
+
+
+def _brute_force_vertex(row, plan, pop, L, q):
+    """Mean and covariance trace of the row's estimate over every mask, with its probability."""
+    design = plan.designs[q]
+    masks, probs = design.support(max_units=pop.group_size)
+    kwargs = {"weighting": row.weighting}
+    if row.weighting in ("exact", "hajek", "clipped"):
+        kwargs["joint"] = design.joint()
+    if row.weighting == "marginal_only":
+        kwargs["pi"] = design.pi
+    if row.weighting == "clipped":
+        kwargs["w_max"] = row.w_max
+    est = np.stack([pair_estimate(pop.rewards[q], L[q], m, **kwargs) for m in masks])
+    mean = probs @ est
+    return mean, float(probs @ ((est - mean) ** 2).sum(axis=1))
+
+
+VERTEX_ROWS = [k for k, r in ROWS.items() if hasattr(r, "weighting")]
+EDGE_ROWS = [k for k, r in ROWS.items() if not hasattr(r, "weighting")]
+
+
+def test_every_row_is_audited_ok(small_audit):
+    bad = {r.key: r.status for r in small_audit.rows if not r.ok}
+    assert not bad
+
+
+@pytest.mark.parametrize("key", [k for k, r in ROWS.items() if r.unbiased])
+def test_rows_claimed_unbiased_have_zero_exact_bias(small_audit, key):
+    row = small_audit.row(key)
+    assert row.metrics["bias_exact"] <= 1e-12
+
+
+@pytest.mark.parametrize("key", VERTEX_ROWS)
+def test_exact_moments_equal_brute_force_enumeration(small_pop, small_cfg, key):
+    row = ROWS[key]
+    plan = _plan(key, small_pop, small_cfg)
+    L = small_pop.reduced_scores()
+    mom = row.exact(plan, small_pop, L, small_cfg)
+    g = pair_gradient(small_pop.rewards, L)
+    for q in range(small_pop.n_prompts):
+        mean, trace = _brute_force_vertex(row, plan, small_pop, L, q)
+        scale = max(np.abs(g[q]).max(), 1e-300)
+        np.testing.assert_allclose(mom.bias[q], mean - g[q], atol=1e-12 * scale)
+        assert mom.trace_cov[q] == pytest.approx(trace, rel=1e-10, abs=1e-14 * scale**2)
+        design = plan.designs[q]
+        masks, probs = design.support(max_units=small_pop.group_size)
+        k = masks.sum(axis=1)
+        assert mom.vertices[q] == pytest.approx(probs @ k, rel=1e-12)
+        assert mom.edges[q] == pytest.approx(probs @ (k * (k - 1) / 2), rel=1e-12)
+        assert mom.tokens[q] == pytest.approx(probs @ (masks @ small_pop.costs[q]), rel=1e-12)
+
+
+@pytest.mark.parametrize("key", EDGE_ROWS)
+def test_direct_edge_moments_equal_enumeration_of_edge_subsets(key):
+    from pairht.audit import synthetic_population
+
+    pop = synthetic_population(2, 4, rng=8)  # M = 6 edges: 64 edge subsets
+    cfg = AuditConfig(pi_min=0.1)
+    row = ROWS[key]
+    plan = row.plan(pop, cfg, {})
+    L = pop.reduced_scores()
+    mom = row.exact(plan, pop, L, cfg)
+    g = pair_gradient(pop.rewards, L)
+    iu, ju = np.triu_indices(4, k=1)
+    for q in range(2):
+        qe = plan.q[q, iu, ju]
+        h = pair_kernel(pop.rewards[q], L[q])[iu, ju]
+        ests, probs, tokens, verts = [], [], [], []
+        for take in itertools.product([0, 1], repeat=6):
+            t = np.array(take, dtype=bool)
+            probs.append(np.prod(np.where(t, qe, 1 - qe)))
+            ests.append((h[t] / qe[t, None]).sum(axis=0) / 6.0)
+            touched = np.zeros(4, dtype=bool)
+            touched[iu[t]] = touched[ju[t]] = True
+            verts.append(touched.sum())
+            tokens.append(pop.costs[q][touched].sum())
+        p, e = np.array(probs), np.array(ests)
+        mean = p @ e
+        np.testing.assert_allclose(mom.bias[q], mean - g[q], atol=1e-14)
+        np.testing.assert_allclose(mom.bias[q], 0.0, atol=1e-14)
+        assert mom.trace_cov[q] == pytest.approx(p @ ((e - mean) ** 2).sum(axis=1), rel=1e-10)
+        assert mom.vertices[q] == pytest.approx(p @ np.array(verts), rel=1e-12)
+        assert mom.tokens[q] == pytest.approx(p @ np.array(tokens), rel=1e-12)
+
+
+def _appendix_bias(pop, L, q, plan, multiplier):
+    """(1/M) sum_{i<j} c_ij h_ij with the appendix's multiplier c (PAIR paper, App. A/B)."""
+    G = pop.group_size
+    iu, ju = np.triu_indices(G, k=1)
+    h = pair_kernel(pop.rewards[q], L[q])[iu, ju]
+    c = multiplier(plan.joint[q], plan.pi[q])[iu, ju]
+    return (c[:, None] * h).sum(axis=0) / len(iu)
+
+
+@pytest.mark.parametrize(
+    ("key", "multiplier", "budget"),
+    [
+        ("adaptive_unweighted", lambda rho, pi: rho - 1.0, 0.5),  # Proposition 1
+        ("marginal_only_cps", lambda rho, pi: rho / np.outer(pi, pi) - 1.0, 0.5),
+        ("pair_clip10", lambda rho, pi: np.minimum(1.0, 10.0 * rho) - 1.0, 0.15),
+        ("pair_clip20", lambda rho, pi: np.minimum(1.0, 20.0 * rho) - 1.0, 0.15),
+        ("pair_clip50", lambda rho, pi: np.minimum(1.0, 50.0 * rho) - 1.0, 0.15),
+    ],
+)
+def test_biased_rows_match_the_appendix_formulas(small_pop, key, multiplier, budget):
+    # A low floor and budget make rho_e < 1/w_max on some edges, so clipping bites.
+    cfg = AuditConfig(budget_ratio=budget, pi_min=0.02)
+    row = ROWS[key]
+    plan = row.plan(small_pop, cfg, {})
+    L = small_pop.reduced_scores()
+    mom = row.exact(plan, small_pop, L, cfg)
+    nonzero = 0.0
+    for q in range(small_pop.n_prompts):
+        want = _appendix_bias(small_pop, L, q, plan, multiplier)
+        np.testing.assert_allclose(mom.bias[q], want, atol=1e-14)
+        nonzero = max(nonzero, float(np.abs(want).max()))
+    assert nonzero > 1e-6  # the formula is exercised, not trivially zero
+
+
+def test_hajek_is_biased_and_enumerated(small_audit):
+    row = small_audit.row("pair_hajek")
+    assert row.exact_method == "enumeration"
+    assert row.metrics["bias_exact"] > 1e-6
+
+
+def test_ratio_rows_are_na_beyond_the_enumeration_limit(small_pop):
+    from pairht.audit.runner import run_audit
+
+    res = run_audit(small_pop, ["pair_hajek"], AuditConfig(enum_limit=2**5), n_draws=0)
+    row = res.row("pair_hajek")
+    assert row.exact_method == "n/a" and np.isnan(row.metrics["mse_exact"])
+
+
+def test_full_graph_is_the_target(small_audit, small_pop):
+    m = small_audit.row("full").metrics
+    G = small_pop.group_size
+    assert m["mse_exact"] == 0.0 and m["bias_exact"] == 0.0
+    assert m["vertices_exact"] == G and m["edges_exact"] == G * (G - 1) / 2
+    assert m["tokens_exact"] == pytest.approx(1.0, rel=1e-15)
+    assert m["cos_mean_exact"] == pytest.approx(1.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("match", ["cost", "edges"])
+def test_edge_probabilities_hit_their_target(small_pop, match):
+    from pairht.allocation import edge_proxy
+
+    a = edge_proxy(small_pop.p_hat)
+    target = (0.4 * small_pop.c_hat.sum(axis=1) if match == "cost" else np.full(3, 5.0))
+    q = edge_probabilities(a, small_pop.c_hat, floor=0.01, target=target, match=match)
+    G = small_pop.group_size
+    off = ~np.eye(G, dtype=bool)
+    if match == "cost":
+        got = (small_pop.c_hat * (1 - np.prod(np.where(off, 1 - q, 1.0), axis=2))).sum(axis=1)
+    else:
+        got = q.sum(axis=(1, 2)) / 2
+    np.testing.assert_allclose(got, target, rtol=1e-9)
+    assert np.all(q[:, off] >= 0.01) and np.all(q <= 1.0)
+    np.testing.assert_array_equal(q, np.swapaxes(q, 1, 2))
+
+
+def test_adaptive_rows_spend_the_matched_budget(small_audit, small_pop, small_cfg):
+    # Every vertex allocation spends budget_ratio of the predicted full-group cost.
+    cache: dict = {}
+    want = small_cfg.budget_ratio * small_pop.c_hat.sum(axis=1)
+    for key in ("uniform_ht", "pointwise_ht", "pair", "pair_cps", "direct_edge_ht"):
+        plan = ROWS[key].plan(small_pop, small_cfg, cache)
+        np.testing.assert_allclose((plan.pi * small_pop.c_hat).sum(axis=1), want, rtol=1e-7)
+
+
+def test_linear_rows_keep_their_exact_bias_beyond_the_enumeration_limit(small_pop, small_audit):
+    from pairht.audit.runner import run_audit
+
+    res = run_audit(small_pop, ["adaptive_unweighted"], AuditConfig(
+        budget_ratio=0.5, pi_min=0.1, seed=4, enum_limit=2**5), n_draws=0)
+    row = res.row("adaptive_unweighted")
+    assert row.exact_method == "closed form (bias only)"
+    assert np.isnan(row.metrics["mse_exact"])
+    ref = small_audit.row("adaptive_unweighted").metrics["bias_exact"]
+    assert row.metrics["bias_exact"] == pytest.approx(ref, rel=1e-14)
+
+
+def test_hajek_enumerated_bias_equals_estimators_conditional_bias(small_pop, small_cfg):
+    from pairht.estimators import conditional_bias
+
+    row = ROWS["pair_hajek"]
+    plan = row.plan(small_pop, small_cfg, {})
+    L = small_pop.reduced_scores()
+    mom = row.exact(plan, small_pop, L, small_cfg)
+    for q in range(small_pop.n_prompts):
+        want = conditional_bias(small_pop.rewards[q], L[q], plan.designs[q], weighting="hajek")
+        np.testing.assert_allclose(mom.bias[q], want, atol=1e-14)
+        assert np.abs(want).max() > 1e-6
