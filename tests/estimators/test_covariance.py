@@ -195,3 +195,49 @@ def test_design_covariance_rejects_bad_input():
         design_covariance(r, np.full((3, 2), np.nan), design)
     with pytest.raises(ValueError, match=r"design\.n_units = 3 but rewards has G = 2"):
         design_covariance([1.0, 0.0], np.ones((2, 1)), design)
+
+
+LINEAR_VARIANTS = [("clipped", {"w_max": 3.0}), ("unweighted", {}), ("marginal_only", {})]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("weighting", "extra"), LINEAR_VARIANTS)
+@settings(max_examples=8)
+@given(data=st.data())
+def test_linear_variant_covariance_equals_covariance_over_support(kind, weighting, extra, data):
+    """Eq. general-covariance with the variant's own edge weights w_e in place of 1/(M rho_e)
+    is the exact covariance of that (biased) estimator over the design's support."""
+    from pairht.estimators import pair_estimate
+
+    design, r, s = data.draw(designs_and_population(kind, max_dim=3))
+    masks, probs = design.support()
+    pi_kw = {"pi": design.pi} if weighting == "marginal_only" else {}
+    estimates = pair_estimate(r, s, masks, design.joint(), weighting=weighting, **extra, **pi_kw)
+    reference = support_moments(estimates, probs)[1]
+    # Tolerance: 1e-10 times the absolute size of the terms of the vertex form (as in
+    # covariance_scale, with the variant's weights w_e: for a linear variant W = I * w, so the
+    # largest |W| over the support recovers w on every edge that can be observed).
+    from pairht.estimators import edge_weights
+
+    w = np.abs(edge_weights(masks, design.joint(), weighting=weighting, **extra, **pi_kw))
+    a = np.abs(r[:, None] - r[None, :]) * w.max(axis=0) / 2
+    x = masks.astype(float)
+    p4 = np.einsum("k,ki,kj,kl,kn->ijln", probs, x, x, x, x)
+    rho = design.joint()
+    n = np.linalg.norm(s, axis=1)
+    both = p4 + np.einsum("ij,kl->ijkl", rho, rho)
+    scale = float(np.einsum("ij,kl,ijkl,i,k->", a, a, both, n, n))
+    cov = design_covariance(r, s, design, weighting=weighting, **extra)
+    np.testing.assert_allclose(cov.matrix, reference, rtol=0, atol=1e-10 * scale)
+
+
+@pytest.mark.parametrize("weighting", ["hajek", "observed_average"])
+def test_ratio_variants_have_no_closed_form_covariance(weighting):
+    with pytest.raises(ValueError, match="not linear"):
+        design_covariance([1.0, 0.0, 1.0], np.eye(3), Bernoulli([0.5, 0.5, 0.5]),
+                          weighting=weighting)
+
+
+def test_clipped_covariance_needs_w_max():
+    with pytest.raises(ValueError, match="needs w_max"):
+        design_covariance([1.0, 0.0], np.eye(2), Bernoulli([0.5, 0.5]), weighting="clipped")

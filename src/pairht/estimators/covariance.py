@@ -27,7 +27,7 @@ import numba
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_finite
+from pairht._validation import check_finite, check_probabilities
 from pairht.designs.base import Design
 from pairht.designs.bernoulli import Bernoulli
 from pairht.estimators._inputs import (
@@ -41,6 +41,7 @@ from pairht.estimators._inputs import (
     zero_unobserved,
 )
 from pairht.estimators.bias import _check_design
+from pairht.estimators.variants import VARIANTS, Variant
 
 #: ``full=None`` computes the ``(d, d)`` matrix when ``d`` is at most this.
 FULL_MATRIX_MAX_DIM = 512
@@ -254,12 +255,41 @@ def _bernoulli_sigma(r: np.ndarray, pi: np.ndarray) -> np.ndarray:
     return (lap + quad) / float(n_pairs(g)) ** 2
 
 
-def _sigma(r: np.ndarray, design: Design) -> np.ndarray:
-    """``Sigma^A`` for rewards ``r`` (B, G): closed Bernoulli form when it applies."""
-    if isinstance(design, Bernoulli) and bool(np.all(design.pi > 0.0)):
+def _linear_coefficients(
+    r: np.ndarray, rho: np.ndarray, variant: Variant, w_max: float | None, pi: np.ndarray
+) -> np.ndarray:
+    """``a_ij = (r_i - r_j) w_ij / 2`` for a linear variant with edge weights ``w_ij``.
+
+    ``w`` is the variant's own weight on every edge that can be observed (``rho_ij > 0``);
+    edges that are never observed contribute nothing.
+    """
+    observed = rho > 0.0
+    np.fill_diagonal(observed, False)
+    w = variant.weights(observed, rho, w_max=w_max, pi=pi)
+    diff = r[..., :, None] - r[..., None, :]
+    return diff * np.where(observed, w, 0.0) / 2.0
+
+
+def _sigma(
+    r: np.ndarray,
+    design: Design,
+    variant: Variant | None = None,
+    w_max: float | None = None,
+    pi: np.ndarray | None = None,
+) -> np.ndarray:
+    """``Sigma^A`` for rewards ``r`` (B, G): closed Bernoulli form when it applies.
+
+    ``variant=None`` is the Horvitz-Thompson estimator; another linear variant replaces its
+    edge coefficients ``1/(M rho_e)`` by the variant's ``w_e``.
+    """
+    if variant is None and isinstance(design, Bernoulli) and bool(np.all(design.pi > 0.0)):
         return _bernoulli_sigma(r, design.pi)
     rho = design.joint()
-    return _general_sigma(_pair_coefficients(r, rho), design, rho, ht=False)
+    if variant is None:
+        a = _pair_coefficients(r, rho)
+    else:
+        a = _linear_coefficients(r, rho, variant, w_max, design.pi if pi is None else pi)
+    return _general_sigma(a, design, rho, ht=False)
 
 
 # ---------------------------------------------------------------------- public API
@@ -301,8 +331,11 @@ def design_covariance(
     *,
     gram: ArrayLike | None = None,
     full: bool | None = None,
+    weighting: str = "exact",
+    w_max: float | None = None,
+    pi: ArrayLike | None = None,
 ) -> DesignCovariance:
-    r"""Exact design covariance of :func:`~pairht.estimators.pair_ht_gradient`.
+    r"""Exact design covariance of :func:`~pairht.estimators.pair_ht_gradient` (or a variant).
 
     .. math:: Cov = \frac{1}{M^2} \sum_{e,f} \frac{\Delta_{ef}}{\rho_e \rho_f} h_e h_f^\top,
               \qquad \Delta_{ef} = P(I_e I_f = 1) - \rho_e \rho_f
@@ -328,6 +361,16 @@ def design_covariance(
         is available.
     full : bool, optional
         Whether to return the ``(d, d)`` matrix; ``None`` means ``d <= 512``.
+    weighting : str
+        A *linear* variant of :data:`~pairht.estimators.VARIANTS` (``W_ij = I_ij w_ij``,
+        ``w`` fixed by the design): ``"exact"`` (default), ``"clipped"``, ``"marginal_only"``,
+        ``"unweighted"``. The formula is the one above with ``1/(M rho_e)`` replaced by
+        ``w_e``: ``Cov = sum_{e,f} w_e w_f Delta_ef h_e h_f^T``. Ratio variants
+        (``"hajek"``, ``"observed_average"``) have no such form: a ValueError.
+    w_max : float, optional
+        Clipping level of ``weighting="clipped"``.
+    pi : (G,) array_like, optional
+        Marginals of ``weighting="marginal_only"``; default ``design.pi``.
 
     Returns
     -------
@@ -347,6 +390,7 @@ def design_covariance(
     r = check_rewards(rewards)
     g = r.shape[-1]
     design = _check_design(design, g)
+    variant, pi_arr = _linear_variant(weighting, w_max, pi, g)
     s, gm = _scores_or_gram(scores, gram, g)
     if s is not None:
         gm = np.matmul(s, np.swapaxes(s, -1, -2))
@@ -362,8 +406,42 @@ def design_covariance(
     want_full = _want_full(full, s)
     batch = broadcast_batch(rewards=r.shape[:-1], scores=gm.shape[:-2])
     flat = np.broadcast_to(r, (*batch, g)).reshape(-1, g)
-    sigma = _sigma(flat, design).reshape((*batch, g, g))
+    sigma = _sigma(flat, design, variant, w_max, pi_arr).reshape((*batch, g, g))
     return _assemble(sigma, s, gm, want_full)
+
+
+def _linear_variant(
+    weighting: str, w_max: float | None, pi: ArrayLike | None, g: int
+) -> tuple[Variant | None, np.ndarray | None]:
+    """The variant object for ``weighting`` (``None`` for exact HT), checked to be linear."""
+    variant = VARIANTS.get(weighting)
+    if variant is None:
+        raise ValueError(
+            f"weighting must be one of {sorted(VARIANTS)}; got {weighting!r}"
+        )
+    if not variant.linear:
+        raise ValueError(
+            f"weighting={weighting!r} is not linear in the edge indicators ({variant.bias}); "
+            f"design_covariance covers the linear variants "
+            f"{sorted(k for k, v in VARIANTS.items() if v.linear)}"
+        )
+    if variant.needs_w_max and w_max is None:
+        raise ValueError(f"weighting={weighting!r} needs w_max (the clipping level)")
+    if w_max is not None and (not variant.needs_w_max or not np.isfinite(w_max) or w_max <= 0):
+        raise ValueError(
+            f"w_max must be a positive finite clipping level and only with weighting="
+            f"'clipped'; got w_max={w_max!r} with weighting={weighting!r}"
+        )
+    pi_arr = None
+    if pi is not None:
+        if not variant.needs_pi:
+            raise ValueError(f"pi is only read by weighting='marginal_only'; got {weighting!r}")
+        pi_arr = check_probabilities("pi", pi, ndim=1)
+        if pi_arr.shape != (g,):
+            raise ValueError(f"pi must have shape ({g},) like the rewards; got {pi_arr.shape}")
+    if weighting == "exact":
+        return None, None
+    return variant, pi_arr
 
 
 def _want_full(full: bool | None, s: np.ndarray | None) -> bool:

@@ -50,6 +50,10 @@ class Variant(abc.ABC):
     bias: ClassVar[str] = ""
     #: Whether ``W`` reads the joint inclusion matrix ``rho``.
     uses_joint: ClassVar[bool] = True
+    #: Whether ``W_ij = I_ij w_ij`` with ``w`` fixed by the design (not by the sample): then
+    #: the estimate is linear in the edge indicators and its exact covariance follows from
+    #: inclusions up to order 4 (:func:`~pairht.estimators.design_covariance`).
+    linear: ClassVar[bool] = True
     #: Whether the variant needs ``w_max`` (clipping level) or ``pi`` (marginals).
     needs_w_max: ClassVar[bool] = False
     needs_pi: ClassVar[bool] = False
@@ -170,6 +174,7 @@ class Hajek(Variant):
     """
 
     bias = "ratio estimator: no closed form; exact by enumeration of the design support"
+    linear = False
 
     def weights(self, observed, joint, *, w_max, pi):  # type: ignore[no-untyped-def]
         inv = _safe_inverse(joint, observed)
@@ -252,6 +257,7 @@ class ObservedAverage(Variant):
 
     bias = "random denominator: weights E[I_e / K_E; K_E > 0]; exact by enumeration"
     uses_joint = False
+    linear = False
 
     def weights(self, observed, joint, *, w_max, pi):  # type: ignore[no-untyped-def]
         count = observed.sum(axis=(-2, -1), keepdims=True) / 2.0
