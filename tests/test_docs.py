@@ -8,10 +8,10 @@
    ids with a parameter id are checked once more by pytest's own collection, in one subprocess,
    so a renamed parameter fails too. Every row of the map must name at least one of each, and the
    claims the map promises to cover must all be there.
-2. Every ```` ```python ```` block of ``docs/*.md`` runs with ``exec`` in a fresh namespace, in a
-   temporary working directory, with a time limit of ``BLOCK_TIMEOUT`` seconds (a documentation
-   example must stay small). A block starting with ``>>>`` runs as a doctest, so its printed
-   output is checked too.
+2. Every ```` ```python ```` block of ``docs/*.md`` and ``README.md`` runs with ``exec`` in a
+   fresh namespace, in a temporary working directory, with a time limit of ``BLOCK_TIMEOUT``
+   seconds (a documentation example must stay small). A block starting with ``>>>`` runs as a
+   doctest, so its printed output is checked too.
 
    The one exception is a block marked *no-run*: the comment ``<!-- docs: no-run (reason) -->``
    as the last non-blank line before its fence (the reason is required), or the word
@@ -78,6 +78,7 @@ BACKTICKS = re.compile(r"`([^`\n]+)`")
 @dataclasses.dataclass(frozen=True)
 class Block:
     page: str  # file name, e.g. "theory.md"
+    path: Path  # the markdown file
     index: int  # 1-based among the page's python blocks (runnable or not)
     line: int  # line of the opening fence
     source: str
@@ -117,6 +118,7 @@ def parse_blocks(path: Path) -> list[Block]:
             blocks.append(
                 Block(
                     page=path.name,
+                    path=path,
                     index=sum(b.page == path.name for b in blocks) + 1,
                     line=i + 1,
                     source="\n".join(body) + "\n",
@@ -129,7 +131,8 @@ def parse_blocks(path: Path) -> list[Block]:
     return blocks
 
 
-PAGES = sorted(DOCS.glob("*.md"))
+# The README's examples are documentation too: they run like the pages'.
+PAGES = [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
 BLOCKS = [b for page in PAGES for b in parse_blocks(page)]
 RUNNABLE = [b for b in BLOCKS if not b.no_run]
 NOT_RUN = [b for b in BLOCKS if b.no_run]
@@ -261,7 +264,7 @@ def test_blocks_were_found():
 def test_python_block_runs(block, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    where = f"docs/{block.page}:{block.line}"
+    where = f"{block.path.relative_to(ROOT)}:{block.line}"
     if block.source.lstrip().startswith(">>>"):
         test = doctest.DocTestParser().get_doctest(block.source, {}, where, where, block.line)
         runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
@@ -285,8 +288,8 @@ def _imported_names(tree: ast.Module) -> list[tuple[str, str | None]]:
 
 @pytest.mark.parametrize("block", NOT_RUN, ids=lambda b: b.id)
 def test_no_run_block_compiles_and_its_imports_exist(block):
-    where = f"docs/{block.page}:{block.line}"
-    fence_line = (DOCS / block.page).read_text(encoding="utf-8").splitlines()[block.line - 1]
+    where = f"{block.path.relative_to(ROOT)}:{block.line}"
+    fence_line = block.path.read_text(encoding="utf-8").splitlines()[block.line - 1]
     marked_on_fence = "no-run" in fence_line.split()
     assert marked_on_fence or block.reason.strip("() "), (
         f"{where}: a no-run block must give its reason: <!-- docs: no-run (why) -->"
