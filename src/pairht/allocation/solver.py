@@ -231,6 +231,7 @@ def _start_point(
         theta = _START_ROOM * (upper - lower) / np.maximum(full - lower, 1e-300)
         y0 = lo + theta[:, None] * (1.0 - lo) * np.ones((1, G))
     else:
+        assert mc is not None  # the least-cost point always comes with a size
         uni = np.broadcast_to((n / G)[:, None], (m, G))
         cu = np.einsum("bi,bi->b", cs, uni)
         lower = np.einsum("bi,bi->b", cs, mc)
