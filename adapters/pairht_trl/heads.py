@@ -365,11 +365,15 @@ class HeadTrainer:
         with torch.no_grad():
             newest = slice(n - max(1, math.ceil(self.temperature_fraction * n)), n)
             logits, _ = self.heads(self._features[newest].to(self.device))
-            temperature = calibration.fit_temperature(
-                logits.double().cpu().numpy(),
-                self._rewards[newest].numpy(),
-                weights=1.0 / self._pi[newest].numpy(),
-            )
+            labels = self._rewards[newest].numpy()
+            temperature = float(self.heads.temperature)
+            # A window whose labels are all 0 (or all 1) carries no information on the scale:
+            # its likelihood is monotone in 1/T and the fit would run to a bound (T = 0.05),
+            # making every prediction extreme. Keep the previous temperature then.
+            if labels.min() < labels.max():
+                temperature = calibration.fit_temperature(
+                    logits.double().cpu().numpy(), labels, weights=1.0 / self._pi[newest].numpy()
+                )
             self.heads.temperature.fill_(temperature)
             loss_p, loss_c = self._losses(torch.arange(n), w_bar)
         if before is not None:

@@ -151,6 +151,23 @@ def test_temperature_is_fitted_on_the_newest_quarter_and_reduces_nll():
     assert _nll(p, y[300:]) < _nll(1 / (1 + np.exp(-logits[300:])), y[300:]) - 0.1
 
 
+def test_a_single_class_window_keeps_the_previous_temperature():
+    """All-zero labels make the likelihood monotone in 1/T: no fit (it would run to T = 0.05)."""
+    rng = np.random.default_rng(2)
+    tr = HeadTrainer(4, width=8, steps_per_update=0, cost_scale=10.0, seed=0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        torch.nn.init.normal_(tr.heads.success[-1].weight, std=3.0)
+    u = rng.normal(size=(200, 4)).astype(np.float32)
+    tr.heads.temperature.fill_(1.7)
+    tr.add(u, np.zeros(200), np.ones(200), np.full(200, 0.5), np.ones(200, bool))
+    assert tr.update()["temperature"] == 1.7
+    # with both classes present the fit runs and moves it
+    y = (u[:, 0] > 0).astype(float)
+    tr.add(u, y, np.ones(200), np.full(200, 0.5), np.ones(200, bool))
+    assert tr.update()["temperature"] != 1.7
+
+
 # ----------------------------------------------------------------------------- replay, lag, state
 
 
