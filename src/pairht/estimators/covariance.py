@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numba
 import numpy as np
@@ -41,6 +42,7 @@ from pairht.estimators._inputs import (
     zero_unobserved,
 )
 from pairht.estimators.bias import _check_design
+from pairht.estimators.horvitz_thompson import check_w_max, resolve_variant
 from pairht.estimators.variants import VARIANTS, Variant
 
 #: ``full=None`` computes the ``(d, d)`` matrix when ``d`` is at most this.
@@ -212,11 +214,26 @@ def _advantage_covariance_kernel(a, rho, incl3, incl4, binom, ht):  # type: igno
 # ---------------------------------------------------------------------- Sigma^A
 def _pair_coefficients(r: np.ndarray, rho: np.ndarray) -> np.ndarray:
     """``a_ij = (r_i - r_j) / (2 M rho_ij)``, 0 where ``rho_ij = 0`` (never observed)."""
-    g = r.shape[-1]
+    return _linear_coefficients(r, rho, VARIANTS["exact"], None, None)
+
+
+def _linear_coefficients(
+    r: np.ndarray,
+    rho: np.ndarray,
+    variant: Variant,
+    w_max: float | None,
+    pi: np.ndarray | None,
+) -> np.ndarray:
+    """``a_ij = (r_i - r_j) w_ij / 2`` for a linear variant with edge weights ``w_ij``.
+
+    ``w`` is the variant's own weight on every edge that can be observed (``rho_ij > 0``);
+    edges that are never observed contribute nothing.
+    """
+    observed = rho > 0.0
+    np.fill_diagonal(observed, False)
+    w = variant.weights(observed, rho, w_max=w_max, pi=pi)
     diff = r[..., :, None] - r[..., None, :]
-    inv = np.divide(1.0, rho, out=np.zeros_like(rho), where=rho > 0.0)
-    np.fill_diagonal(inv, 0.0)
-    return diff * inv / (2.0 * n_pairs(g))
+    return diff * np.where(observed, w, 0.0) / 2.0
 
 
 def _general_sigma(a: np.ndarray, design: Design, rho: np.ndarray, *, ht: bool) -> np.ndarray:
@@ -253,21 +270,6 @@ def _bernoulli_sigma(r: np.ndarray, pi: np.ndarray) -> np.ndarray:
     c[..., idx, idx] = delta.sum(axis=-1)
     quad = np.einsum("...ji,j,...jk->...ik", c, t, c) / 4.0
     return (lap + quad) / float(n_pairs(g)) ** 2
-
-
-def _linear_coefficients(
-    r: np.ndarray, rho: np.ndarray, variant: Variant, w_max: float | None, pi: np.ndarray
-) -> np.ndarray:
-    """``a_ij = (r_i - r_j) w_ij / 2`` for a linear variant with edge weights ``w_ij``.
-
-    ``w`` is the variant's own weight on every edge that can be observed (``rho_ij > 0``);
-    edges that are never observed contribute nothing.
-    """
-    observed = rho > 0.0
-    np.fill_diagonal(observed, False)
-    w = variant.weights(observed, rho, w_max=w_max, pi=pi)
-    diff = r[..., :, None] - r[..., None, :]
-    return diff * np.where(observed, w, 0.0) / 2.0
 
 
 def _sigma(
@@ -331,7 +333,7 @@ def design_covariance(
     *,
     gram: ArrayLike | None = None,
     full: bool | None = None,
-    weighting: str = "exact",
+    weighting: str | Variant = "exact",
     w_max: float | None = None,
     pi: ArrayLike | None = None,
 ) -> DesignCovariance:
@@ -390,7 +392,7 @@ def design_covariance(
     r = check_rewards(rewards)
     g = r.shape[-1]
     design = _check_design(design, g)
-    variant, pi_arr = _linear_variant(weighting, w_max, pi, g)
+    variant, w_max_checked, pi_arr = _linear_variant(weighting, w_max, pi, g)
     s, gm = _scores_or_gram(scores, gram, g)
     if s is not None:
         gm = np.matmul(s, np.swapaxes(s, -1, -2))
@@ -406,42 +408,35 @@ def design_covariance(
     want_full = _want_full(full, s)
     batch = broadcast_batch(rewards=r.shape[:-1], scores=gm.shape[:-2])
     flat = np.broadcast_to(r, (*batch, g)).reshape(-1, g)
-    sigma = _sigma(flat, design, variant, w_max, pi_arr).reshape((*batch, g, g))
+    sigma = _sigma(flat, design, variant, w_max_checked, pi_arr).reshape((*batch, g, g))
     return _assemble(sigma, s, gm, want_full)
 
 
 def _linear_variant(
-    weighting: str, w_max: float | None, pi: ArrayLike | None, g: int
-) -> tuple[Variant | None, np.ndarray | None]:
-    """The variant object for ``weighting`` (``None`` for exact HT), checked to be linear."""
-    variant = VARIANTS.get(weighting)
-    if variant is None:
-        raise ValueError(
-            f"weighting must be one of {sorted(VARIANTS)}; got {weighting!r}"
-        )
+    weighting: str | Variant, w_max: Any, pi: ArrayLike | None, g: int
+) -> tuple[Variant | None, float | None, np.ndarray | None]:
+    """The variant for ``weighting`` (``None`` for exact HT), checked to be linear, with its
+    checked ``w_max`` and ``pi``."""
+    variant = resolve_variant(weighting)
+    w = check_w_max(variant, w_max)
     if not variant.linear:
         raise ValueError(
-            f"weighting={weighting!r} is not linear in the edge indicators ({variant.bias}); "
+            f"weighting={variant.name!r} is not linear in the edge indicators ({variant.bias}); "
             f"design_covariance covers the linear variants "
             f"{sorted(k for k, v in VARIANTS.items() if v.linear)}"
-        )
-    if variant.needs_w_max and w_max is None:
-        raise ValueError(f"weighting={weighting!r} needs w_max (the clipping level)")
-    if w_max is not None and (not variant.needs_w_max or not np.isfinite(w_max) or w_max <= 0):
-        raise ValueError(
-            f"w_max must be a positive finite clipping level and only with weighting="
-            f"'clipped'; got w_max={w_max!r} with weighting={weighting!r}"
         )
     pi_arr = None
     if pi is not None:
         if not variant.needs_pi:
-            raise ValueError(f"pi is only read by weighting='marginal_only'; got {weighting!r}")
+            raise ValueError(
+                f"pi is only read by weighting='marginal_only'; got weighting={variant.name!r}"
+            )
         pi_arr = check_probabilities("pi", pi, ndim=1)
         if pi_arr.shape != (g,):
             raise ValueError(f"pi must have shape ({g},) like the rewards; got {pi_arr.shape}")
-    if weighting == "exact":
-        return None, None
-    return variant, pi_arr
+    if variant is VARIANTS["exact"]:
+        return None, None, None
+    return variant, w, pi_arr
 
 
 def _want_full(full: bool | None, s: np.ndarray | None) -> bool:
