@@ -187,6 +187,47 @@ def test_fallback_only_on_failure_and_reported():
     assert fb.fallback_used.all() and (fb.status == "fallback_uniform").all()
     np.testing.assert_allclose(fb.expected_cost, budget, rtol=1e-12)
     np.testing.assert_allclose(fb.pi, (budget / c.sum(1))[:, None] * np.ones(8), rtol=1e-12)
+    # the discarded iterate's multipliers are not reported; the residual is the fallback's
+    # feasibility (on budget: 0 up to round-off)
+    assert np.isnan(fb.budget_multiplier).all()
+    assert (fb.kkt_residual <= 1e-12).all()
+
+
+def test_fallback_with_a_size_keeps_the_size_and_the_budget():
+    rng = np.random.default_rng(3)
+    p, c = rng.beta(0.7, 0.7, (3, 8)), 400 * np.exp(rng.normal(0, 0.5, (3, 8)))
+    budget = 0.5 * c.sum(1)
+    fb = allocate(p, c, budget, size=3, max_iter=1, fallback=True)
+    assert fb.fallback_used.all()
+    np.testing.assert_allclose(fb.pi.sum(1), 3.0, rtol=1e-12)
+    assert (fb.expected_cost <= budget * (1 + 1e-12)).all()
+    assert ((fb.pi >= 0.08 - 1e-15) & (fb.pi <= 1.0)).all()
+
+
+@pytest.mark.parametrize(("size", "match"), [
+    (9, "size must satisfy"), (2.5, "size"), ("big", "size must be None, 'auto' or an int"),
+    (4, "infeasible with this budget"),
+])
+def test_reference_slsqp_checks_sizes_like_allocate(size, match):
+    """Both solvers share the size rules (resolve_sizes): same problem, same refusal."""
+    from pairht.allocation import reference_slsqp
+
+    args = ([0.1, 0.5, 0.9, 0.5], [100.0, 400, 200, 300], 400.0)
+    for solver in (allocate, reference_slsqp):
+        with pytest.raises(ValueError, match=match):
+            solver(*args, size=size)
+
+
+@pytest.mark.parametrize("max_iter", [0, -1, 2.5, True])
+def test_max_iter_must_be_a_positive_int(max_iter):
+    with pytest.raises(ValueError, match="max_iter must be a positive int"):
+        allocate([0.2, 0.8], [1.0, 1.0], 1.5, max_iter=max_iter)
+
+
+def test_auto_size_validates_its_input():
+    with pytest.raises(ValueError, match="c_hat"):
+        auto_size([1.0, float("nan")], 3.0, 0.08)
+    assert int(auto_size([1.0, 2.0, 3.0, 4.0], 5.0, 0.08)) == 2
 
 
 def test_reported_kkt_residual_is_measured_with_reported_multipliers():

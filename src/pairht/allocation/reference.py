@@ -18,6 +18,8 @@ from pairht.allocation.solver import (
     kkt_residual,
     proxy_gradient,
     proxy_value,
+    resolve_sizes,
+    uniform_fallback,
     validate_problem,
 )
 
@@ -118,8 +120,9 @@ def reference_slsqp(
         if W.shape != p.shape:
             raise ValueError(f"warm_start must have the shape of p_hat {p.shape}; got {W.shape}")
         W = np.clip(W.reshape(m, G), lo, 1.0)
-    N = None if size is None else np.broadcast_to(np.asarray(size, dtype=np.int64), batch
-                                                  ).reshape(m)
+    sizes = resolve_sizes(size, c, bud, lo)  # the same checks as allocate
+    N = None if sizes is None else np.broadcast_to(sizes, batch).reshape(m)
+    fallback_pi = uniform_fallback(C, BUD, lo, N)
     xmax = -np.log(lo)
     pi_out = np.empty((m, G))
     lam_out = np.zeros(m)
@@ -130,7 +133,7 @@ def reference_slsqp(
     fb = np.zeros(m, dtype=bool)
     for k in range(m):
         ak, bk, ck, Bk = A[k], Bv[k], C[k], BUD[k]
-        uni = np.full(G, min(1.0, Bk / ck.sum()) if N is None else N[k] / G)
+        uni = fallback_pi[k]
         start = uni if W is None else W[k]
         x0 = -np.log(start)
         scale = 1.0 / max(float(proxy_value(start, ak, bk)), 1e-300) if relative_ftol else 1.0

@@ -272,6 +272,62 @@ def _as_int_sizes(size: Any, batch: tuple[int, ...]) -> np.ndarray:
                          f"{arr.shape}") from None
 
 
+
+def resolve_sizes(
+    size: int | str | ArrayLike | None, c: np.ndarray, bud: np.ndarray, lo: float
+) -> np.ndarray | None:
+    """Validated fixed sizes ``n`` of shape ``c.shape[:-1]`` (or ``None`` for no size).
+
+    ``size`` is ``None``, ``"auto"`` (:func:`auto_size`) or integers with
+    ``max(2, G * pi_min) <= n <= G``, and each ``n`` must be affordable: the cheapest ``n``
+    units at 1 and the rest at ``pi_min`` must cost at most the budget. Shared by
+    :func:`allocate` and :func:`~pairht.allocation.reference_slsqp` so both solve the same
+    problems. ``c`` and ``bud`` are validated (:func:`validate_problem`).
+    """
+    if size is None:
+        return None
+    batch, G = c.shape[:-1], c.shape[-1]
+    auto = isinstance(size, str)
+    if auto:
+        if size != "auto":
+            raise ValueError(f"size must be None, 'auto' or an int; got {size!r}")
+        sizes = auto_size(c, bud, lo)
+    else:
+        sizes = _as_int_sizes(size, batch)
+        badn = (sizes < 2) | (sizes > G) | (sizes < G * lo - 1e-12)
+        if badn.any():
+            v = int(np.atleast_1d(sizes)[np.argmax(np.atleast_1d(badn))])
+            raise ValueError(f"size must satisfy max(2, G * pi_min) <= n <= G = {G} "
+                             f"(G * pi_min = {G * lo:g}); got n = {v}")
+    m = int(np.prod(batch, dtype=np.int64))
+    n = np.broadcast_to(sizes, batch).reshape(m)
+    cf, bf = c.reshape(m, G), np.broadcast_to(bud, batch).reshape(m)
+    mincost = np.einsum("bi,bi->b", cf, _min_cost_point(cf, lo, n.astype(np.float64)))
+    short = mincost > bf * (1 + _EDGE_RTOL)
+    if short.any():
+        i = int(np.argmax(short))
+        hint = ("size='auto' cannot go below max(2, ceil(G * pi_min)); raise the budget or "
+                "use size=None (Bernoulli design)" if auto else "lower n or use size='auto'")
+        raise ValueError(
+            f"size n = {int(n[i])} is infeasible with this budget: the cheapest n units "
+            f"(the rest at pi_min = {lo}) cost {float(mincost[i])!r} > budget = "
+            f"{float(bf[i])!r}; {hint}")
+    return sizes
+
+
+def uniform_fallback(
+    c: np.ndarray, bud: np.ndarray, lo: float, n: np.ndarray | None
+) -> np.ndarray:
+    """The appendix's fallback for flat ``(m, G)`` problems: uniform probabilities at the
+    same expected cost, ``min(1, budget / sum c)`` (kept in ``[pi_min, 1]``); with sizes ``n``,
+    ``n / G`` where affordable, else its mix with the least-cost point (sum stays ``n``)."""
+    full = c.sum(axis=1)
+    if n is None:
+        return np.clip(np.minimum(1.0, bud / full), lo, 1.0)[:, None] * np.ones_like(c)
+    nf = n.astype(np.float64)
+    mc = _min_cost_point(c, lo, nf)
+    return _uniform_with_size(nf, full, bud, np.einsum("bi,bi->b", c, mc), mc)
+
 def auto_size(c_hat: np.ndarray, budget: np.ndarray, pi_min: float) -> np.ndarray:
     r"""Fixed sample size chosen from the budget: ``n = floor(G budget / sum c)``, in ``[2, G]``.
 
@@ -281,6 +337,11 @@ def auto_size(c_hat: np.ndarray, budget: np.ndarray, pi_min: float) -> np.ndarra
     the floor forces ``sum pi >= G pi_min``); :func:`allocate` raises ``ValueError`` if even
     that is not affordable.
     """
+    c_hat = check_finite("c_hat", c_hat)
+    budget = check_finite("budget", budget)
+    if c_hat.ndim < 1 or np.any(c_hat <= 0) or np.any(budget <= 0):
+        raise ValueError("auto_size needs c_hat of shape (..., G) with every cost > 0 and a "
+                         "positive budget")
     G = c_hat.shape[-1]
     n = np.floor(G * budget / c_hat.sum(axis=-1) * (1 + 1e-12)).astype(np.int64)
     lower = max(2, int(np.ceil(G * pi_min - 1e-12)))
@@ -469,25 +530,16 @@ def allocate(
         if warm.shape != p.shape:
             raise ValueError(f"warm_start must have the shape of p_hat {p.shape}; got "
                              f"{warm.shape}")
-    sizes = None
-    if size is not None:
-        if isinstance(size, str):
-            if size != "auto":
-                raise ValueError(f"size must be None, 'auto' or an int; got {size!r}")
-            sizes = auto_size(c, bud, lo)
-        else:
-            sizes = _as_int_sizes(size, batch)
-            badn = (sizes < 2) | (sizes > G) | (sizes < G * lo - 1e-12)
-            if badn.any():
-                v = int(np.atleast_1d(sizes)[np.argmax(np.atleast_1d(badn))])
-                raise ValueError(f"size must satisfy max(2, G * pi_min) <= n <= G = {G} "
-                                 f"(G * pi_min = {G * lo:g}); got n = {v}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive int; got max_iter={max_iter!r}")
+    if not (isinstance(tol, (int, float, np.floating)) and 0 < float(tol) < 1):
+        raise ValueError(f"tol must be a number in (0, 1) (a relative KKT residual); got {tol!r}")
+    sizes = resolve_sizes(size, c, bud, lo)
     m = int(np.prod(batch, dtype=np.int64))
     out = _solve_flat(
         p.reshape(m, G), c.reshape(m, G), bud.reshape(m), lo, a.reshape(m, G, G),
         b.reshape(m, G), None if warm is None else warm.reshape(m, G),
-        None if sizes is None else sizes.reshape(m), fallback, float(tol), int(max_iter),
-        auto=isinstance(size, str))
+        None if sizes is None else sizes.reshape(m), fallback, float(tol), int(max_iter))
     return AllocationResult(**{k: (v.reshape(*batch, G) if k == "pi" else v.reshape(batch))
                                for k, v in out.items()})
 
@@ -495,7 +547,6 @@ def allocate(
 def _solve_flat(
     p: np.ndarray, c: np.ndarray, bud: np.ndarray, lo: float, a: np.ndarray, b: np.ndarray,
     warm: np.ndarray | None, n: np.ndarray | None, fallback: bool, tol: float, max_iter: int,
-    auto: bool = False,
 ) -> dict[str, np.ndarray]:
     """:func:`allocate` on validated, flattened ``(m, G)`` problems; returns the fields."""
     m, G = c.shape
@@ -526,15 +577,6 @@ def _solve_flat(
         nf = n.astype(np.float64)
         mincost_pt = _min_cost_point(c, lo, nf)
         mincost = np.einsum("bi,bi->b", c, mincost_pt)
-        short = mincost > bud * (1 + _EDGE_RTOL)
-        if short.any():
-            i = int(np.argmax(short))
-            hint = ("size='auto' cannot go below max(2, ceil(G * pi_min)); raise the budget or "
-                    "use size=None (Bernoulli design)" if auto else "lower n or use size='auto'")
-            raise ValueError(
-                f"size n = {int(n[i])} is infeasible with this budget: the cheapest n units "
-                f"(the rest at pi_min = {lo}) cost {float(mincost[i])!r} > budget = "
-                f"{float(bud[i])!r}; {hint}")
         at_full = (n == G) & todo
         pi[at_full] = 1.0
         status[at_full] = "full"
@@ -615,11 +657,17 @@ def _solve_flat(
     fb = np.zeros(m, dtype=bool)
     if fallback and failed.any():
         fb = failed
-        if n is None:
-            pi[fb] = np.clip(bud[fb] / full[fb], lo, 1.0)[:, None]
-        else:
-            pi[fb] = _uniform_with_size(nf[fb], full[fb], bud[fb], mincost[fb], mincost_pt[fb])
+        pi[fb] = uniform_fallback(c[fb], bud[fb], lo, None if n is None else n[fb])
         status[fb] = "fallback_uniform"
+        # The solver's multipliers and residual belong to the discarded iterate: report the
+        # fallback point's feasibility only (cost within budget, sum pi = n).
+        feas = np.maximum(np.einsum("bi,bi->b", c[fb], pi[fb]) / bud[fb] - 1.0, 0.0)
+        if n is not None:
+            feas = np.maximum(feas, np.abs(pi[fb].sum(axis=1) - n[fb]) / n[fb])
+            nu[fb] = np.nan
+        res = res.copy()
+        res[fb] = feas
+        lam[fb] = np.nan
     return {
         "pi": pi,
         "objective": proxy_value(pi, a, b),
