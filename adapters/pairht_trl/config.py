@@ -20,6 +20,7 @@ configuration") and the appendices "Practical Departures from the Exact Estimato
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from trl import GRPOConfig
@@ -61,7 +62,8 @@ class PairGRPOConfig(GRPOConfig):
         Continuation design; its exact joint ``rho_ij`` is logged before any reward exists.
     design_size : int or None
         Sample size of a fixed-size design (``sum_i pi_i``); ``None`` uses
-        ``max(2, round(budget_ratio * G))``. Only for fixed-size designs.
+        ``floor(budget_ratio * G)`` (:func:`pairht.allocation.auto_size`), which must be at
+        least ``max(2, ceil(G * pi_min))``. Only for fixed-size designs.
     edge_proxy : {"disagreement", "score_norm", "energy"}
         Edge proxy ``a_ij`` of the contrast graph (Eq. edge-proxy); only ``"disagreement"`` is
         computable from the prefix heads alone.
@@ -208,15 +210,27 @@ class PairGRPOConfig(GRPOConfig):
                     f"design_size applies only to fixed-size designs {FIXED_SIZE_DESIGNS}; got "
                     f"design_size={self.design_size!r} with design={self.design!r}"
                 )
-            if not 1 <= self.design_size <= self.num_generations:
+            if not 2 <= self.design_size <= self.num_generations:
                 raise ValueError(
-                    f"design_size must lie in [1, num_generations={self.num_generations}]; got "
-                    f"design_size={self.design_size!r}"
+                    f"design_size must lie in [2, num_generations={self.num_generations}] (a "
+                    f"pair needs two completed candidates); got design_size={self.design_size!r}"
                 )
             if self.num_generations * self.pi_min > self.design_size:
                 raise ValueError(
                     f"design_size={self.design_size} is below num_generations * pi_min = "
                     f"{self.num_generations * self.pi_min:g}; no pi >= pi_min sums to it"
+                )
+        elif fixed:
+            # size "auto" (pairht.allocation.auto_size): n = floor(G * budget_ratio), which must
+            # reach max(2, ceil(G * pi_min)) for the budget to afford it
+            g = self.num_generations
+            lower = max(2, math.ceil(g * self.pi_min - 1e-12))
+            if math.floor(g * self.budget_ratio * (1 + 1e-12)) < lower:
+                raise ValueError(
+                    f"design={self.design!r} completes n = floor(num_generations * budget_ratio) "
+                    f"= {math.floor(g * self.budget_ratio)} candidates, below max(2, "
+                    f"ceil(num_generations * pi_min)) = {lower}: raise budget_ratio or "
+                    f"num_generations, or use design='bernoulli'"
                 )
         if self.anchor_pair and fixed:
             raise ValueError(
@@ -249,6 +263,21 @@ class PairGRPOConfig(GRPOConfig):
                 "candidates); use_transformers_continuous_batching=True is not supported. Use the "
                 "default transformers backend or use_vllm=True (pairht_vllm)"
             )
+        if self.use_vllm:
+            unsupported = [
+                ("vllm_enable_sleep_mode", self.vllm_enable_sleep_mode, False),
+                ("vllm_structured_outputs_regex", self.vllm_structured_outputs_regex, None),
+            ]
+            if self.vllm_mode == "colocate":
+                unsupported.append(
+                    ("vllm_tensor_parallel_size", self.vllm_tensor_parallel_size, 1)
+                )
+            bad = [(k, v, want) for k, v, want in unsupported if v != want]
+            if bad:
+                raise ValueError(
+                    "the two-phase vLLM backend (pairht_vllm) does not support "
+                    + ", ".join(f"{k}={v!r} (use {want!r})" for k, v, want in bad)
+                )
         if self.use_vllm and self.vllm_importance_sampling_correction:
             # The two-phase vLLM backend returns no sampling logprobs, and TRL's truncated
             # importance correction would reweight the pair-HT update away from the estimator.
@@ -270,6 +299,14 @@ class PairGRPOConfig(GRPOConfig):
             ("top_entropy_quantile", self.top_entropy_quantile == 1.0, "1.0 (every token)"),
             ("mask_truncated_completions", not self.mask_truncated_completions, "False"),
             ("off_policy_mask_threshold", self.off_policy_mask_threshold is None, "None"),
+            # TRL's two-sided clip clamps the ratio at delta even at ratio 1 when delta < 1
+            ("delta", self.delta is None, "None (no two-sided ratio clamp)"),
+            # the scores TRL differentiates are those of the temperature-only policy: any
+            # other sampling transform makes the samples off-policy for them
+            ("top_p", self.top_p == 1.0, "1.0 (sample from the policy itself)"),
+            ("top_k", self.top_k in (None, 0), "0 or None"),
+            ("min_p", self.min_p in (None, 0.0), "None"),
+            ("repetition_penalty", self.repetition_penalty == 1.0, "1.0"),
             (
                 "steps_per_generation",
                 self.steps_per_generation == self.gradient_accumulation_steps,

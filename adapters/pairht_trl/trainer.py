@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -85,6 +86,8 @@ from pairht_trl.distributed import broadcast_from_main, gather_rows, local_slice
 from trl import GRPOTrainer
 
 __all__ = ["PAIR_STATE_FILE", "DesignDraw", "PairGRPOTrainer"]
+
+logger = logging.getLogger(__name__)
 
 #: File holding the design RNG, the heads and the warm start inside a checkpoint folder.
 PAIR_STATE_FILE = "pair_state.pt"
@@ -131,6 +134,7 @@ class _GuardedReward:
         self.func = func
         self.stats = stats
         self.__name__ = getattr(func, "__name__", type(func).__name__)
+        self._warned = False
 
     def __call__(self, *, prompts: list, completions: list, completion_ids: list, **kw: Any):
         n = len(prompts)
@@ -156,6 +160,15 @@ class _GuardedReward:
             except Exception:
                 out.append(0.0)
                 self.stats["reward_failures"] += 1
+                if not self._warned:
+                    # Reward 0 is the protocol for a failed verification, but a bug in the
+                    # reward function looks the same: show the first traceback once.
+                    self._warned = True
+                    logger.warning(
+                        "reward function %s raised on a completion; it is scored 0 and counted "
+                        "in pair/reward_failures (first failure shown, later ones only counted)",
+                        self.__name__, exc_info=True,
+                    )
         return out
 
 
@@ -262,6 +275,20 @@ class PairGRPOTrainer(GRPOTrainer):
             **kwargs,
         )
         self.pair_args: PairGRPOConfig = args
+        from transformers.integrations import is_deepspeed_zero3_enabled
+
+        if (
+            not args.use_vllm
+            and self.accelerator.num_processes > 1
+            and (getattr(self, "is_fsdp_enabled", False) or is_deepspeed_zero3_enabled())
+        ):
+            # With sharded parameters transformers' generate runs with synced_gpus, a
+            # collective every process must join; phase 2 skips generate on a process whose
+            # selected rows are all finished, which would leave the others waiting.
+            raise ValueError(
+                "PairGRPOTrainer's transformers backend does not support FSDP or DeepSpeed "
+                "ZeRO-3 across several processes yet; use use_vllm=True, ZeRO-1/2 or DDP"
+            )
         self._pair_stats = {"reward_failures": 0}
         # Exceptions of synchronous reward functions become reward 0; modules and async
         # functions are left as TRL calls them.
@@ -367,11 +394,9 @@ class PairGRPOTrainer(GRPOTrainer):
             draw = self._draw_design(prefix)
             local_mask = draw.mask.reshape(-1)[draw.rows]
             selected = np.flatnonzero(local_mask).tolist()
-            finished = (
-                self.generation_backend.continue_selected(unwrapped, prefix, selected)
-                if selected
-                else []
-            )
+            # Called even with nothing selected on this process: backends whose phase 2 is a
+            # collective across processes (vLLM server mode) need every process to join.
+            finished = self.generation_backend.continue_selected(unwrapped, prefix, selected)
         completion_ids = [list(ids) for ids in prefix.prefix_ids]
         for row, ids in zip(selected, finished):
             completion_ids[row] = list(ids)

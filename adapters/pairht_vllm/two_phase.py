@@ -468,7 +468,9 @@ class VLLMTwoPhase:
             )
             for i, s in zip(go, seeds)
         ]
-        suffixes = self.engine.generate(reqs) if reqs else []
+        # Server mode gathers every process's requests in one collective call: a process with
+        # nothing to resume must still join it (with no requests), or the others block.
+        suffixes = self.engine.generate(reqs) if reqs or self.mode == "server" else []
         completions = {i: self._trim(prefix.prefix_ids[i]) for i in idx if done[i]}
         for i, suf in zip(go, suffixes):
             completions[i] = self._trim(list(prefix.prefix_ids[i]) + list(suf))

@@ -41,7 +41,7 @@ def test_resume_reproduces_the_next_design_draw(tmp_path):
     assert fresh.design_rng.bit_generator.state != full.design_rng.bit_generator.state
 
 
-def test_reward_exceptions_are_zero_reward_and_counted(tmp_path):
+def test_reward_exceptions_are_zero_reward_and_counted(tmp_path, caplog):
     def flaky_reward(prompts, completions, completion_ids, **kwargs):
         # Crashes on any batch holding an odd-length completion; 1 for every other row.
         if any(len(ids) % 2 for ids in completion_ids):
@@ -59,6 +59,9 @@ def test_reward_exceptions_are_zero_reward_and_counted(tmp_path):
     np.testing.assert_array_equal(draw.rewards[even], 1.0)
     assert trainer._metrics["train"]["pair/reward_failures"][-1] == odd.sum()
     assert trainer._metrics["train"]["pair/verifier_calls"][-1] == draw.mask.sum()
+    # the first failure's traceback is shown once, so a buggy reward function is visible
+    shown = [r for r in caplog.records if "flaky_reward raised" in r.getMessage()]
+    assert len(shown) == 1 and shown[0].exc_info is not None
 
 
 def test_training_logs_pair_metrics(tmp_path):
