@@ -59,6 +59,12 @@ def test_objective_not_worse_than_slsqp_and_trust_constr(prob):
     b = covariance_term(a)
     ours = allocate(p, c, budget, pi_min=pi_min)
     assert ours.converged
+    if budget <= pi_min * c.sum() * (1 + 1e-9):
+        # The budget buys only the floor: pi = pi_min is the single feasible point, hence the
+        # optimum. SLSQP reports "inequality constraints incompatible" and trust-constr runs
+        # to maxiter there, so the comparison is with that point directly.
+        np.testing.assert_allclose(ours.pi, pi_min, rtol=1e-9)
+        return
     ref = reference_slsqp(p, c, budget, pi_min=pi_min, fallback=False, ftol=1e-12,
                           maxiter=500)
     tc = _trust_constr(a, b, c, budget, pi_min)

@@ -10,6 +10,7 @@ from numpy.typing import ArrayLike
 from pairht._validation import check_finite, check_probabilities
 from pairht.allocation.proxies import check_energy, covariance_term
 from pairht.allocation.solver import AllocationResult, proxy_value
+from pairht.estimators._inputs import check_joint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,12 +96,17 @@ def diagnostics(
     c = check_finite("c_hat", c_hat)
     if c.shape != p.shape:
         raise ValueError(f"c_hat must have the shape of pi {p.shape}; got {c.shape}")
+    if np.any(c <= 0):
+        raise ValueError(
+            f"c_hat must be positive (predicted suffix tokens); got min {float(c.min())!r}"
+        )
     G = p.shape[-1]
     iu = np.triu_indices(G, 1)
     if joint is None:
         rho = p[..., :, None] * p[..., None, :]
     else:
-        rho = check_probabilities("joint", joint)
+        # only the upper triangle is read below: an asymmetric matrix is not a joint
+        rho = check_joint(joint, G)
         if rho.shape != (*p.shape, G):
             raise ValueError(f"joint must have shape {(*p.shape, G)}; got {rho.shape}")
     edges = rho[..., iu[0], iu[1]]

@@ -27,7 +27,12 @@ from pairht.estimators._inputs import (
     check_scores,
     n_pairs,
 )
-from pairht.estimators.horvitz_thompson import check_w_max, edge_weights, resolve_variant
+from pairht.estimators.horvitz_thompson import (
+    _advantages_from_weights,
+    check_w_max,
+    edge_weights,
+    resolve_variant,
+)
 from pairht.estimators.variants import Variant
 
 #: Support masks processed at once when enumerating ``E[W]`` (bounds memory to
@@ -41,8 +46,7 @@ def weighted_pair_sum(coef: np.ndarray, rewards: np.ndarray, scores: np.ndarray)
     Uses ``sum_{i<j} C_ij h_ij = sum_i a_i s_i`` with ``a_i = (1/2) sum_j C_ij (r_i - r_j)``;
     the diagonal of ``C`` is irrelevant (``h_ii = 0``).
     """
-    diff = rewards[..., :, None] - rewards[..., None, :]
-    a = 0.5 * np.einsum("...ij,...ij->...i", coef, diff)
+    a = _advantages_from_weights(rewards, coef, np.dtype(np.float64))
     return np.einsum("...g,...gd->...d", a, scores)
 
 
