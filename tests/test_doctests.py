@@ -34,10 +34,21 @@ PACKAGES = (
     (ROOT / "src", "pairht"),
     (ROOT / "adapters", "pairht_trl"),
     (ROOT / "adapters", "pairht_vllm"),
+    (ROOT / "adapters", "pairht_rollout"),
+    (ROOT / "adapters", "pairht_verifiers"),
+    (ROOT / "adapters", "pairht_demo"),
 )
 
-#: module name -> reason. Every exclusion must say why; there are none today.
-EXCLUDED: dict[str, str] = {}
+#: module name -> reason. Every exclusion must say why.
+EXCLUDED: dict[str, str] = {
+    # Deprecated aliases: importing them warns and re-registers the new modules, whose own
+    # examples run under their new names.
+    "pairht_trl._moved": "helper of the deprecated aliases; no examples",
+    "pairht_trl.verifiers": "deprecated alias of pairht_verifiers",
+    "pairht_trl.generation": "deprecated alias of pairht_rollout.transformers_backend",
+    "pairht_trl.toy": "deprecated alias of pairht_demo.toy",
+    "pairht_trl.demo": "deprecated alias of pairht_demo.demo",
+}
 
 #: Modules whose examples need a real vLLM engine (skipped, with this reason, without vLLM).
 NEEDS_VLLM: set[str] = set()
@@ -65,7 +76,7 @@ def test_module_walk_found_the_packages():
     # Guards the walk itself: a moved source tree must not turn this file into zero tests.
     for must in ("pairht.estimators.horvitz_thompson", "pairht.designs.conditional_poisson",
                  "pairht.allocation.solver", "pairht_trl.heads",
-                 "pairht_trl.verifiers.sandbox"):
+                 "pairht_verifiers.sandbox"):
         assert must in MODULES
     assert not set(EXCLUDED) - set(MODULES), "EXCLUDED names a module that does not exist"
 

@@ -1,8 +1,10 @@
 """pairht_trl: PAIR on TRL's ``GRPOTrainer``.
 
 ``from pairht_trl import PairGRPOConfig, PairGRPOTrainer``. The heavy names are loaded lazily
-(module ``__getattr__``), so importing a light submodule such as ``pairht_trl.verifiers`` never
-imports torch, transformers or trl.
+(module ``__getattr__``), so importing a light submodule such as ``pairht_trl.config``'s
+rules never imports more than it needs. The verifiers, the two-phase generation contract and the
+demo moved to their own packages (``pairht_verifiers``, ``pairht_rollout``, ``pairht_demo``);
+the old module paths still import, with a ``DeprecationWarning``, for one release.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
                            audit.csv, audit.json and PNG figures to ``--out``
 ``pairht audit sweep``     the audit across budget, pi_min, G or calibration
 ``pairht demo``            the main demo: PAIR vs GRPO training on a tiny task, on CPU
-                           (minutes), delegated to ``pairht_trl.demo.main``
+                           (minutes), delegated to ``pairht_demo.demo.main``
 ``pairht audit-demo``      a short audit of a synthetic population (under a minute)
 
 Heavy imports (numpy, the audit, matplotlib) happen inside the commands, so ``--help`` is
@@ -362,13 +362,13 @@ def demo(ctx: typer.Context) -> None:
     Prints a table of held-out reward, generated tokens and wall-clock, and saves a plot of
     reward vs generated tokens; `pairht demo --help` lists the options, which pass through.
 
-    Implemented by the TRL adapter as ``pairht_trl.demo.main(argv: list[str])``; imported
+    Implemented by the TRL adapter as ``pairht_demo.demo.main(argv: list[str])``; imported
     only when this command runs, so no other command ever imports torch.
     """
     import importlib
 
     try:
-        mod = importlib.import_module("pairht_trl.demo")
+        mod = importlib.import_module("pairht_demo.demo")
     except ImportError as exc:
         raise _fail(ValueError(f"demo needs the TRL adapter (pip install "
                                f"'pairht[trl]'); {exc}")) from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pairht_trl import toy
+from pairht_demo import toy
 
 
 @pytest.fixture(scope="module")

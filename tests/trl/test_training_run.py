@@ -1,4 +1,4 @@
-"""A PAIR training run on the toy task (pairht_trl.toy): the realised suffix tokens are about
+"""A PAIR training run on the toy task (pairht_demo.toy): the realised suffix tokens are about
 ``budget_ratio`` of what full groups would have cost, and (long form) reward improves.
 
 Short form (``PAIRHT_E2E_SHORT=1``, CI): 200 warm-up steps and 12 PAIR steps; it checks the

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pairht_trl.verifiers import (
+from pairht_verifiers import (
     CodeVerifier,
     SandboxLimits,
     code_reward,

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from pairht_trl.verifiers.boxed import MalformedBoxError, last_boxed
+from pairht_verifiers.boxed import MalformedBoxError, last_boxed
 
 __all__ = ["MathVerifier", "math_reward", "math_reward_func", "normalize_answer"]
 

@@ -11,7 +11,7 @@ Two test formats, as in TACO (APPS) and LiveCodeBench:
   form (each input a newline-separated list of JSON arguments, each output a JSON string) is
   decoded first.
 
-Every test is one sandboxed run (:func:`pairht_trl.verifiers.sandbox.run_program`), so limits
+Every test is one sandboxed run (:func:`pairht_verifiers.sandbox.run_program`), so limits
 are per test, as the PAIR paper's appendix states. A program's reward is its full pass
 (1.0 when every test passes, else 0.0); the fraction of tests passed is reported next to it.
 Compilation failures, timeouts, memory or output overruns and unsafe system calls all fail
@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-from pairht_trl.verifiers.sandbox import RunOutcome, SandboxLimits, run_program
+from pairht_verifiers.sandbox import RunOutcome, SandboxLimits, run_program
 
 __all__ = [
     "CodeResult",
@@ -54,7 +54,7 @@ class CodeResult:
         ``n_passed / n_tests`` (the paper's "average test pass rate" for this program).
     verdicts : tuple of str
         Per test, in input order: ``"passed"``, ``"wrong_answer"``, or the failing
-        :class:`~pairht_trl.verifiers.sandbox.RunOutcome` status (``"timeout"``,
+        :class:`~pairht_verifiers.sandbox.RunOutcome` status (``"timeout"``,
         ``"unsafe_syscall"``, ``"compile_error"``, ...), or ``"no_code"``.
     wall_seconds : tuple of float
         Per test wall-clock time, 0.0 for tests not run.
@@ -216,7 +216,7 @@ class CodeVerifier:
     ------
     SandboxUnavailable
         On call, if this machine cannot cap process creation (see
-        :func:`~pairht_trl.verifiers.sandbox.sandbox_capabilities`): untrusted code is then
+        :func:`~pairht_verifiers.sandbox.sandbox_capabilities`): untrusted code is then
         not run at all, rather than scored without confinement.
 
     Examples

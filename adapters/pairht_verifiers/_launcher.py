@@ -1,6 +1,6 @@
 """In-sandbox launcher: confines its own process, then runs one untrusted Python program.
 
-Executed as ``python -I _launcher.py`` by :mod:`pairht_trl.verifiers.sandbox`, never imported.
+Executed as ``python -I _launcher.py`` by :mod:`pairht_verifiers.sandbox`, never imported.
 It is a fresh, single-threaded process, which is why all confinement happens here rather than
 in a ``preexec_fn`` (unsafe in a threaded parent such as a trainer: the forked child can
 deadlock on a lock held by another thread). Standard library only, so start-up stays cheap.

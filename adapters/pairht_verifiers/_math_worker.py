@@ -1,4 +1,4 @@
-"""Math-verify worker process (run as a script by :mod:`pairht_trl.verifiers.math_answers`).
+"""Math-verify worker process (run as a script by :mod:`pairht_verifiers.math_answers`).
 
 Why a process: math-verify's own timeouts use ``signal.alarm`` (main thread only), and some
 inputs hang inside C code no signal can interrupt (``\\boxed{9^{9^{9^9}}}`` evaluates a
