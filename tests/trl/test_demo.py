@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from pairht_trl import demo
+from pairht_demo import demo
 
 STEPS = 60
 
