@@ -48,7 +48,8 @@ class MethodResult:
     """One training run of the comparison.
 
     ``curve`` holds ``(step, generated_tokens_so_far, held_out_reward)`` at step 0, every
-    ``eval_every`` steps and at the end; ``train_reward`` is the batch mean reward per step
+    ``eval_every`` steps and at the end, and ``wall`` the training seconds (evaluation
+    excluded) at the same points; ``train_reward`` is the batch mean reward per step
     (PAIR: mean over the completed candidates, an unweighted and hence biased summary).
     """
 
@@ -63,6 +64,7 @@ class MethodResult:
     full_suffix_ht: float = math.nan
     curve: list[tuple[int, int, float]] = field(default_factory=list)
     train_reward: list[float] = field(default_factory=list)
+    wall: list[float] = field(default_factory=list)
 
     @property
     def suffix_fraction(self) -> float:
@@ -150,24 +152,25 @@ def _base_kwargs(
 
 
 class _TokenMeter:
-    """A TRL reward function that also counts completion tokens, then calls :func:`toy_reward`.
+    """A TRL reward function that also counts completion tokens, then calls the task's reward.
 
     Every completion TRL generated passes through the reward function once, with its token ids,
     so summing ``len(completion_ids)`` counts generated tokens exactly (GRPO: every candidate;
     the trailing EOS included, as the model generated it).
     """
 
-    __name__ = "toy_reward"
+    __name__ = "task_reward"
 
-    def __init__(self) -> None:
+    def __init__(self, reward: Callable[..., list[float]] = toy.toy_reward) -> None:
         self.tokens = 0
         self.calls = 0
+        self.reward = reward
 
     def __call__(self, prompts, completions, completion_ids=None, **kwargs) -> list[float]:
         if completion_ids is not None:
             self.tokens += sum(len(c) for c in completion_ids)
         self.calls += 1
-        return toy.toy_reward(prompts, completions, **kwargs)
+        return self.reward(prompts, completions, **kwargs)
 
 
 def _make_callback(
@@ -180,6 +183,7 @@ def _make_callback(
     tokens_fn: Callable[[], tuple[int, int]],
     record: MethodResult,
     progress: bool,
+    task: toy.Task = toy.TOY_TASK,
 ):
     """A ``TrainerCallback`` that evaluates on held-out prompts, logs one line per step and
     keeps the time spent evaluating out of the training wall-clock."""
@@ -195,15 +199,17 @@ def _make_callback(
         def _evaluate(self, model, step: int) -> None:
             t0, c0 = time.perf_counter(), time.process_time()
             r = toy.success_rate(
-                model, tokenizer, split="eval", samples_per_prompt=8, seed=eval_seed
+                model, tokenizer, split="eval", samples_per_prompt=8, seed=eval_seed, task=task
             )
             self.eval_seconds += time.perf_counter() - t0
             self.eval_cpu += time.process_time() - c0
             pre, suf = tokens_fn()
             record.curve.append((step, pre + suf, r))
+            record.wall.append(time.perf_counter() - self.t_start - self.eval_seconds)
             self.last_eval = r
 
         def on_train_begin(self, args, state, control, model=None, **kwargs):
+            self.t_start = time.perf_counter()
             if progress:
                 from tqdm.auto import tqdm
 
@@ -236,13 +242,17 @@ def _make_callback(
 # --------------------------------------------------------------------------- the two runs
 
 
-def _run_grpo(model, tokenizer, dataset, kwargs, *, steps, eval_every, eval_seed, progress):
+def _run_grpo(
+    model, tokenizer, dataset, kwargs, *, steps, eval_every, eval_seed, progress,
+    task: toy.Task = toy.TOY_TASK, name: str = "grpo",
+):
     from trl import GRPOConfig, GRPOTrainer
 
-    meter = _TokenMeter()
-    record = MethodResult("grpo", steps, math.nan, math.nan, 0, 0, 0.0)
+    meter = _TokenMeter(task.reward)
+    record = MethodResult(name, steps, math.nan, math.nan, 0, 0, 0.0)
     cb = _make_callback(
-        method="grpo",
+        method=name,
+        task=task,
         tokenizer=tokenizer,
         steps=steps,
         eval_every=eval_every,
@@ -307,14 +317,16 @@ class _DrawMeter:
 
 def _run_pair(
     model, tokenizer, dataset, kwargs, *, steps, eval_every, eval_seed, progress, tau, budget_ratio,
-    snap_window,
+    snap_window, task: toy.Task = toy.TOY_TASK, name: str = "pair",
+    pair_options: dict[str, Any] | None = None,
 ):
     from pairht_trl import PairGRPOConfig, PairGRPOTrainer
 
-    record = MethodResult("pair", steps, math.nan, math.nan, 0, 0, 0.0)
+    record = MethodResult(name, steps, math.nan, math.nan, 0, 0, 0.0)
     meter = _DrawMeter()
     cb = _make_callback(
-        method="pair",
+        method=name,
+        task=task,
         tokenizer=tokenizer,
         steps=steps,
         eval_every=eval_every,
@@ -330,10 +342,11 @@ def _run_pair(
         snap_window=snap_window,
         budget_ratio=budget_ratio,
         design_seed=kwargs["seed"],
+        **(pair_options or {}),
     )
     trainer = PairGRPOTrainer(
         model=model,
-        reward_funcs=toy.toy_reward,
+        reward_funcs=task.reward,
         args=cfg,
         train_dataset=dataset,
         processing_class=tokenizer,

@@ -39,7 +39,7 @@ appear in warm-up demonstrations or RL training prompts.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +58,9 @@ __all__ = [
     "MAX_COUNT",
     "MIN_COUNT",
     "NEWLINE",
+    "TOY_TASK",
     "TRAIN_COMBOS",
+    "Task",
     "ToyModelConfig",
     "WarmUpResult",
     "demonstration",
@@ -68,6 +70,7 @@ __all__ = [
     "prompt_text",
     "response_length",
     "sample_prompts",
+    "success_by_item",
     "success_rate",
     "target_completion",
     "toy_reward",
@@ -289,23 +292,13 @@ def make_dataset(n: int, rng: RNGLike = None, *, split: str = "train") -> datase
     >>> ds.column_names
     ['prompt', 'letter', 'count', 'answer']
     """
-    import datasets
-
-    pairs = sample_prompts(n, rng, split=split)
-    return datasets.Dataset.from_dict(
-        {
-            "prompt": [prompt_text(c, k) for c, k in pairs],
-            "letter": [c for c, _ in pairs],
-            "count": [int(k) for _, k in pairs],
-            "answer": [target_completion(c, k) for c, k in pairs],
-        }
-    )
+    return TOY_TASK.dataset(n, rng, split=split)
 
 
 # --------------------------------------------------------------------------- tokenizer and model
 
 
-def make_tokenizer() -> PreTrainedTokenizerFast:
+def make_tokenizer(task: Task | None = None) -> PreTrainedTokenizerFast:
     r"""The task's word-level tokenizer, built in memory (no download).
 
     Words are separated by single spaces; ``"\n"`` is a token of its own (the delimiter that
@@ -321,7 +314,7 @@ def make_tokenizer() -> PreTrainedTokenizerFast:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {w: i for i, w in enumerate(_WORDS)}
+    vocab = {w: i for i, w in enumerate((task or TOY_TASK).words)}
     core = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
     core.pre_tokenizer = pre_tokenizers.Split(" ", behavior="removed")
     tok = PreTrainedTokenizerFast(
@@ -347,16 +340,20 @@ class ToyModelConfig:
     max_positions: int = 64
 
 
-def make_model(seed: int = 0, config: ToyModelConfig | None = None) -> LlamaForCausalLM:
-    """A randomly initialised tiny ``LlamaForCausalLM`` for the toy vocabulary (deterministic in
-    ``seed``), with ``eos``/``pad`` ids and a generation config set for the task."""
+def make_model(
+    seed: int = 0, config: ToyModelConfig | None = None, task: Task | None = None
+) -> LlamaForCausalLM:
+    """A randomly initialised tiny ``LlamaForCausalLM`` for a task's vocabulary (default: the
+    toy task; deterministic in ``seed``), with ``eos``/``pad`` ids and a generation config set
+    for the task."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     cfg = config or ToyModelConfig()
-    tok = make_tokenizer()
+    task = task or TOY_TASK
+    tok = make_tokenizer(task)
     lcfg = LlamaConfig(
-        vocab_size=len(_WORDS),
+        vocab_size=len(task.words),
         hidden_size=cfg.hidden_size,
         intermediate_size=cfg.intermediate_size,
         num_hidden_layers=cfg.num_layers,
@@ -375,7 +372,7 @@ def make_model(seed: int = 0, config: ToyModelConfig | None = None) -> LlamaForC
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
         bos_token_id=tok.eos_token_id,
-        max_new_tokens=response_length(MAX_COUNT) + 8,
+        max_new_tokens=task.max_new_tokens,
         do_sample=True,
         temperature=1.0,
         top_p=1.0,
@@ -396,14 +393,14 @@ class WarmUpResult:
 
 
 def _demo_batch(
-    tok: PreTrainedTokenizerFast, pairs: Sequence[tuple[str, int]], gen: np.random.Generator
+    tok: PreTrainedTokenizerFast, items: Sequence[Any], gen: np.random.Generator, task: Task
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     import torch
 
     rows, loss_rows = [], []
-    for c, k in pairs:
-        p = tok(prompt_text(c, k))["input_ids"]
-        text, _ = demonstration(c, k, gen)
+    for item in items:
+        p = tok(task.prompt(item))["input_ids"]
+        text, _ = task.demonstration(item, gen)
         y = tok(text)["input_ids"] + [tok.eos_token_id]
         rows.append(p + y)
         loss_rows.append([0] * len(p) + [1] * len(y))
@@ -427,6 +424,7 @@ def warm_up(
     lr: float = 3e-3,
     seed: int = 0,
     progress: bool = False,
+    task: Task | None = None,
 ) -> WarmUpResult:
     """Supervised warm-up on the imperfect demonstrator, in place (plain torch, CPU seconds).
 
@@ -443,7 +441,8 @@ def warm_up(
             raise ValueError(f"{name} must be a positive int; got {v!r}")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a positive finite float; got {lr!r}")
-    tok = tokenizer or make_tokenizer()
+    task = task or TOY_TASK
+    tok = tokenizer or make_tokenizer(task)
     gen = as_generator(seed)
     t0 = time.perf_counter()
     model.train()
@@ -456,8 +455,8 @@ def warm_up(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         for _ in bar:
-            pairs = sample_prompts(batch_size, gen, split="train")
-            ids, attn, lmask = _demo_batch(tok, pairs, gen)
+            items = task.sample(batch_size, gen, "train")
+            ids, attn, lmask = _demo_batch(tok, items, gen, task)
             logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
             target = ids[:, 1:]
             m = lmask[:, 1:]
@@ -472,7 +471,7 @@ def warm_up(
     return WarmUpResult(steps=steps, final_loss=loss_val, seconds=time.perf_counter() - t0)
 
 
-_WARM_CACHE: dict[tuple[int, int, int, float, ToyModelConfig], tuple[dict, WarmUpResult]] = {}
+_WARM_CACHE: dict[tuple[Any, ...], tuple[dict, WarmUpResult]] = {}
 
 
 def warm_started_model(
@@ -483,6 +482,7 @@ def warm_started_model(
     lr: float = 3e-3,
     config: ToyModelConfig | None = None,
     progress: bool = False,
+    task: Task | None = None,
 ) -> tuple[LlamaForCausalLM, WarmUpResult]:
     """:func:`make_model` then :func:`warm_up`, memoised within the process.
 
@@ -491,15 +491,17 @@ def warm_started_model(
     it). Tests and the demo share one warm-up this way.
     """
     cfg = config or ToyModelConfig()
-    key = (int(seed), int(steps), int(batch_size), float(lr), cfg)
+    task = task or TOY_TASK
+    key = (task.name, int(seed), int(steps), int(batch_size), float(lr), cfg)
     if key not in _WARM_CACHE:
-        model = make_model(seed, cfg)
+        model = make_model(seed, cfg, task)
         result = warm_up(
-            model, steps=steps, batch_size=batch_size, lr=lr, seed=seed, progress=progress
+            model, steps=steps, batch_size=batch_size, lr=lr, seed=seed, progress=progress,
+            task=task,
         )
         _WARM_CACHE[key] = ({k: v.clone() for k, v in model.state_dict().items()}, result)
     state, result = _WARM_CACHE[key]
-    model = make_model(seed, cfg)
+    model = make_model(seed, cfg, task)
     model.load_state_dict(state)
     model.eval()
     return model, result
@@ -525,8 +527,32 @@ def success_rate(
     samples_per_prompt: int = 8,
     greedy: bool = False,
     seed: int = 0,
+    task: Task | None = None,
 ) -> float:
-    """Mean :func:`toy_reward` of the model's completions on one split's prompts.
+    """Mean :func:`toy_reward` of the model's completions on one split's prompts (the mean of
+    :func:`success_by_item`; same arguments)."""
+    return float(
+        np.mean(
+            success_by_item(
+                model, tokenizer, split=split, n_prompts=n_prompts,
+                samples_per_prompt=samples_per_prompt, greedy=greedy, seed=seed, task=task,
+            )
+        )
+    )
+
+
+def success_by_item(
+    model: LlamaForCausalLM,
+    tokenizer: PreTrainedTokenizerFast | None = None,
+    *,
+    split: str = "eval",
+    n_prompts: int | None = None,
+    samples_per_prompt: int = 8,
+    greedy: bool = False,
+    seed: int = 0,
+    task: Task | None = None,
+) -> np.ndarray:
+    """Success rate of the model's completions on each of one split's prompts, ``(n_items,)``.
 
     Each combination of the split (all 16 held-out ones for ``split="eval"``, or ``n_prompts``
     of them drawn with ``seed``) gets ``samples_per_prompt`` completions sampled at temperature
@@ -535,15 +561,18 @@ def success_rate(
     """
     import torch
 
-    tok = tokenizer or make_tokenizer()
-    combos = list(_split_combos(split))
+    task = task or TOY_TASK
+    tok = tokenizer or make_tokenizer(task)
+    if split not in ("train", "eval"):
+        raise ValueError(f"split must be 'train' or 'eval'; got {split!r}")
+    combos = list(task.eval_items) if split == "eval" else list(task.train_items)
     if n_prompts is not None:
-        combos = sample_prompts(n_prompts, seed, split=split)
+        combos = task.sample(n_prompts, seed, split)
     reps = 1 if greedy else samples_per_prompt
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
         raise ValueError(f"samples_per_prompt must be a positive int; got {samples_per_prompt!r}")
     pairs = [ck for ck in combos for _ in range(reps)]
-    prompts = [prompt_text(c, k) for c, k in pairs]
+    prompts = [task.prompt(item) for item in pairs]
     enc = tok(prompts, return_tensors="pt", padding=True)
     was_training = model.training
     model.eval()
@@ -554,11 +583,72 @@ def success_rate(
             do_sample=not greedy,
             temperature=1.0,
             top_p=1.0,
-            max_new_tokens=response_length(MAX_COUNT) + 8,
+            max_new_tokens=task.max_new_tokens,
             pad_token_id=tok.pad_token_id,
             eos_token_id=tok.eos_token_id,
         )
     model.train(was_training)
     texts = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-    rewards = toy_reward(prompts, texts, letter=[c for c, _ in pairs], count=[k for _, k in pairs])
-    return float(np.mean(rewards))
+    rewards = np.asarray(task.reward(prompts, texts, **task.columns(pairs)), dtype=np.float64)
+    return rewards.reshape(len(combos), reps).mean(axis=1)
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+@dataclass(frozen=True)
+class Task:
+    """A verifiable task the demo machinery (tokenizer, model, warm-up, evaluation, datasets)
+    runs on: the toy task here (:data:`TOY_TASK`), a chain-arithmetic one in
+    :mod:`pairht_demo.chain`.
+
+    ``sample(n, rng, split)`` draws items (with replacement) from one split; ``prompt(item)`` is
+    the prompt text; ``demonstration(item, gen)`` an imperfect demonstration ``(text, correct)``;
+    ``reward`` a TRL-signature reward function; ``columns(items)`` the dataset's answer columns
+    that ``reward`` reads as keywords; ``eval_items`` / ``train_items`` the splits (disjoint).
+    """
+
+    name: str
+    words: tuple[str, ...]
+    max_new_tokens: int
+    prompt: Callable[[Any], str]
+    demonstration: Callable[[Any, np.random.Generator], tuple[str, bool]]
+    reward: Callable[..., list[float]]
+    sample: Callable[[int, RNGLike, str], list[Any]]
+    columns: Callable[[Sequence[Any]], dict[str, list[Any]]]
+    answer: Callable[[Any], str]
+    train_items: tuple[Any, ...]
+    eval_items: tuple[Any, ...]
+
+    def dataset(self, n: int, rng: RNGLike = None, *, split: str = "train") -> datasets.Dataset:
+        """A ``datasets.Dataset`` of ``n`` prompts of one split: ``prompt``, the answer columns
+        and ``answer`` (the correct completion text)."""
+        import datasets
+
+        items = self.sample(n, rng, split)
+        return datasets.Dataset.from_dict(
+            {
+                "prompt": [self.prompt(it) for it in items],
+                **self.columns(items),
+                "answer": [self.answer(it) for it in items],
+            }
+        )
+
+
+def _toy_columns(items: Sequence[tuple[str, int]]) -> dict[str, list[Any]]:
+    return {"letter": [c for c, _ in items], "count": [int(k) for _, k in items]}
+
+
+TOY_TASK = Task(
+    name="toy",
+    words=_WORDS,
+    max_new_tokens=response_length(MAX_COUNT) + 8,
+    prompt=lambda item: prompt_text(*item),
+    demonstration=lambda item, gen: demonstration(item[0], item[1], gen),
+    reward=toy_reward,
+    sample=lambda n, rng, split: sample_prompts(n, rng, split=split),
+    columns=_toy_columns,
+    answer=lambda item: target_completion(*item),
+    train_items=TRAIN_COMBOS,
+    eval_items=EVAL_COMBOS,
+)

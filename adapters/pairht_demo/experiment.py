@@ -1,0 +1,451 @@
+r"""The compute-matched comparison: PAIR against what a user would run instead, over seeds.
+
+``pairht experiment`` / ``python benchmarks/compute_matched.py`` trains the same warm-started
+tiny policy with every *arm* on the same prompts, verifier, optimiser and token accounting, for
+several seeds, and writes a markdown report with figures:
+
+* ``grpo`` -- full-group Dr. GRPO (unstandardised, one epoch: the RLOO update), G candidates;
+* ``grpo_small`` -- the same with ``G'`` candidates, ``G'`` chosen so its generated tokens match
+  PAIR's *total* generated tokens (PAIR's prefix tokens counted) in the same seed;
+* ``pair`` -- :class:`pairht_trl.PairGRPOTrainer`, exact mode, its default design;
+* ``pair_fixed`` -- the same with a fixed-size design (conditional Poisson);
+* further arms that need only :class:`~pairht_trl.PairGRPOConfig` options, registered in
+  :data:`ARMS` (``uniform``, ``pointwise`` and ``unweighted`` when the config offers them).
+
+Reported per arm (mean over seeds, with 95% intervals from a paired bootstrap over seeds and
+held-out prompts): final held-out accuracy and its difference to ``grpo``; generated tokens and
+training wall-clock; the area under accuracy-vs-tokens over the token range every arm reached
+(the mean accuracy an arm holds while spending the same tokens); tokens and seconds to a fixed
+accuracy. The default task is :mod:`pairht_demo.chain` (responses of 28-58 tokens, ``tau = 8``):
+most candidates are unfinished at the checkpoint and an early slip predicts failure.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pairht_demo import demo, toy
+from pairht_demo.chain import CHAIN_TASK
+
+__all__ = ["ARMS", "Arm", "ArmRun", "ExperimentResult", "run_experiment"]
+
+TASKS: dict[str, toy.Task] = {"chain": CHAIN_TASK, "toy": toy.TOY_TASK}
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm: a plain GRPO run (``kind="grpo"``, ``matched`` = group size chosen to match
+    PAIR's tokens) or a ``PairGRPOTrainer`` run with extra config ``options``."""
+
+    kind: str
+    options: dict[str, Any] = field(default_factory=dict)
+    matched: bool = False
+    description: str = ""
+
+
+#: The registry of arms: the only source of arm names (CLI, report, tests).
+ARMS: dict[str, Arm] = {
+    "grpo": Arm("grpo", description="full-group Dr. GRPO (RLOO update), G candidates"),
+    "grpo_small": Arm(
+        "grpo", matched=True,
+        description="Dr. GRPO with G' candidates, G' matching PAIR's total generated tokens",
+    ),
+    "pair": Arm("pair", description="PAIR, exact mode, default design"),
+    "pair_fixed": Arm(
+        "pair", {"design": "conditional_poisson"},
+        description="PAIR, exact mode, fixed-size conditional Poisson design",
+    ),
+    "uniform": Arm(
+        "pair", {"allocator": "uniform"},
+        description="uniform continuation among unfinished candidates (finished kept free)",
+    ),
+    "pointwise": Arm(
+        "pair", {"allocator": "pointwise"},
+        description="pointwise p(1-p) continuation probabilities",
+    ),
+}
+
+DEFAULT_ARMS = ("grpo", "grpo_small", "pair", "pair_fixed")
+
+
+@dataclass
+class ArmRun:
+    """One (arm, seed) training run: its curve and per-prompt final held-out success."""
+
+    arm: str
+    seed: int
+    group_size: int
+    result: demo.MethodResult
+    final_by_item: list[float]
+
+
+@dataclass
+class ExperimentResult:
+    """All runs, the summary rows, and where the report and figures went."""
+
+    runs: list[ArmRun]
+    summary: list[dict[str, Any]]
+    report_path: Path
+    figure_paths: list[Path]
+    settings: dict[str, Any]
+
+
+def _check_arms(arms: Sequence[str]) -> list[str]:
+    arms = list(arms)
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not arms:
+        raise ValueError(f"arms must be a non-empty subset of {sorted(ARMS)}; got {arms!r}")
+    if "grpo_small" in arms and not any(ARMS[a].kind == "pair" for a in arms):
+        raise ValueError("arms: grpo_small matches PAIR's tokens, so a PAIR arm must run too")
+    return arms
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("PAIRHT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pairht"
+    )
+    return Path(root)
+
+
+def _warm_model(task: toy.Task, seed: int, steps: int, cfg: toy.ToyModelConfig) -> Any:
+    """The warm-started policy, cached on disk (the supervised phase is the slowest part)."""
+    import torch
+
+    key = f"warm-{task.name}-s{seed}-n{steps}-h{cfg.hidden_size}-l{cfg.num_layers}" \
+          f"-a{cfg.num_heads}-i{cfg.intermediate_size}-p{cfg.max_positions}.pt"
+    path = _cache_dir() / key
+    model = toy.make_model(seed, cfg, task)
+    if path.exists():
+        model.load_state_dict(torch.load(path, weights_only=True))
+        model.eval()
+        return model
+    model, _ = toy.warm_started_model(seed, steps=steps, config=cfg, task=task)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save(model.state_dict(), tmp)
+    tmp.replace(path)
+    return model
+
+
+def _bootstrap(values: np.ndarray, n: int, seed: int) -> tuple[float, float]:
+    """Percentile 95% interval of the mean over the leading two axes (seeds, prompts),
+    resampling seeds and, within each, prompts (paired: the same indices for every arm)."""
+    gen = np.random.default_rng(seed)
+    s, m = values.shape
+    means = np.empty(n)
+    for b in range(n):
+        si = gen.integers(s, size=s)
+        pi = gen.integers(m, size=(s, m))
+        means[b] = values[si[:, None], pi].mean()
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def _auc(xs: Sequence[float], ys: Sequence[float], upto: float) -> float:
+    """Mean of the piecewise-linear curve ``y(x)`` over ``[0, upto]`` (trapezoid)."""
+    x = np.asarray(xs, dtype=np.float64)
+    y = np.asarray(ys, dtype=np.float64)
+    if not upto > 0:
+        return math.nan
+    grid = np.linspace(0.0, upto, 201)
+    v = np.interp(grid, x, y)
+    return float(((v[1:] + v[:-1]) / 2 * np.diff(grid)).sum() / upto)
+
+
+def _nanmean(values: Sequence[float]) -> float:
+    """Mean of the finite values; nan when there are none (an arm that never got there)."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    return float(v.mean()) if v.size else math.nan
+
+
+def _first_reach(xs: Sequence[float], ys: Sequence[float], target: float) -> float:
+    """Smallest x at which the linearly interpolated curve reaches ``target`` (nan if never)."""
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+        if y0 >= target:
+            return float(x0)
+        if y1 >= target:
+            return float(x0 + (target - y0) / (y1 - y0) * (x1 - x0))
+    return float(xs[-1]) if ys and ys[-1] >= target else math.nan
+
+
+def run_experiment(
+    arms: Sequence[str] = DEFAULT_ARMS,
+    seeds: Sequence[int] = (0, 1, 2),
+    *,
+    task: str = "chain",
+    steps: int = 40,
+    num_generations: int = 8,
+    prompts_per_step: int = 8,
+    tau: int = 8,
+    snap_window: int = 8,
+    budget_ratio: float = 0.5,
+    learning_rate: float = 3e-4,
+    warmup_steps: int = 600,
+    eval_every: int | None = None,
+    out_dir: str | os.PathLike = "experiment-out",
+    bootstrap: int = 2000,
+    progress: bool = True,
+) -> ExperimentResult:
+    r"""Run every arm for every seed; write ``report.md``, ``runs.json`` and two figures.
+
+    Parameters
+    ----------
+    arms : names in :data:`ARMS`
+    seeds : ints
+        Each seed fixes the warm start, prompt order, sampling and designs; arms share them.
+    task : {"chain", "toy"}
+    steps, num_generations, prompts_per_step, tau, snap_window, budget_ratio, learning_rate
+        As in :func:`pairht_demo.demo.run_comparison`.
+    warmup_steps : int
+        Supervised warm-up steps (cached on disk under ``$PAIRHT_CACHE``, default
+        ``~/.cache/pairht``).
+    bootstrap : int
+        Bootstrap resamples for the intervals.
+
+    Returns
+    -------
+    ExperimentResult
+    """
+    arms = _check_arms(arms)
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {sorted(TASKS)}; got {task!r}")
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    the_task = TASKS[task]
+    cfg = toy.ToyModelConfig(max_positions=96) if task == "chain" else toy.ToyModelConfig()
+    eval_every = eval_every or max(1, steps // 5)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matmuls: one thread is fastest and fair to every arm
+    # PAIR arms first, so grpo_small can match the tokens PAIR spent in the same seed.
+    order = sorted(arms, key=lambda a: (ARMS[a].kind != "pair", ARMS[a].matched))
+    runs: list[ArmRun] = []
+    try:
+        for seed in seeds:
+            base = _warm_model(the_task, seed, warmup_steps, cfg)
+            tok = toy.make_tokenizer(the_task)
+            dataset = the_task.dataset(steps * prompts_per_step, rng=seed, split="train")
+            pair_tokens: dict[str, int] = {}
+            grpo_tokens: int | None = None
+            for arm_name in order:
+                arm = ARMS[arm_name]
+                g = num_generations
+                if arm.matched:
+                    # G' so that G' * (GRPO tokens per candidate) = PAIR's total tokens; measured
+                    # from the full-group run of this seed when there is one, else a pilot.
+                    full = grpo_tokens
+                    if full is None:
+                        full = _full_group_tokens(base, tok, dataset, the_task, seed, g,
+                                                  prompts_per_step)
+                    spent = pair_tokens.get("pair", float(np.mean(list(pair_tokens.values()))))
+                    g = max(2, round(num_generations * spent / full))
+                kwargs = demo._base_kwargs(
+                    out / f"{arm_name}-s{seed}", steps=steps, seed=seed, num_generations=g,
+                    prompts_per_step=prompts_per_step, learning_rate=learning_rate,
+                    max_completion_length=the_task.max_new_tokens,
+                )
+                common = dict(steps=steps, eval_every=eval_every, eval_seed=seed + 1,
+                              progress=progress, task=the_task, name=arm_name)
+                model = copy.deepcopy(base)
+                if arm.kind == "grpo":
+                    res = demo._run_grpo(model, tok, dataset, kwargs, **common)
+                    if not arm.matched:
+                        grpo_tokens = res.generated_tokens
+                else:
+                    res = demo._run_pair(
+                        model, tok, dataset, kwargs, tau=tau, snap_window=snap_window,
+                        budget_ratio=budget_ratio, pair_options=arm.options, **common,
+                    )
+                    pair_tokens[arm_name] = res.generated_tokens
+                by_item = toy.success_by_item(model, tok, split="eval", samples_per_prompt=8,
+                                              seed=seed + 1, task=the_task)
+                runs.append(ArmRun(arm_name, seed, g, res, [float(v) for v in by_item]))
+    finally:
+        torch.set_num_threads(threads)
+    settings = dict(
+        task=task, arms=arms, seeds=seeds, steps=steps, num_generations=num_generations,
+        prompts_per_step=prompts_per_step, tau=tau, snap_window=snap_window,
+        budget_ratio=budget_ratio, learning_rate=learning_rate, warmup_steps=warmup_steps,
+        eval_every=eval_every, bootstrap=bootstrap,
+        eval=f"held-out success, {len(the_task.eval_items)} prompts x 8 samples at T=1",
+    )
+    summary = summarise(runs, arms, seeds, bootstrap=bootstrap)
+    figures = _plot(runs, arms, out)
+    report = out / "report.md"
+    report.write_text(render_report(summary, settings, figures))
+    (out / "runs.json").write_text(json.dumps(
+        {"settings": settings, "summary": summary,
+         "runs": [{**asdict(r), "result": asdict(r.result)} for r in runs]}, indent=2))
+    return ExperimentResult(runs, summary, report, figures, settings)
+
+
+def _full_group_tokens(base, tok, dataset, task, seed, g, prompts_per_step) -> float:
+    """Generated tokens of a full group over the whole run, estimated from one batch (a pilot
+    without training), scaled to the run's prompts."""
+    import torch
+
+    prompts = [dataset[i]["prompt"] for i in range(min(len(dataset), prompts_per_step))]
+    enc = tok(prompts, return_tensors="pt", padding=True)
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed)
+        out = base.generate(**enc, do_sample=True, num_return_sequences=g,
+                            max_new_tokens=task.max_new_tokens,
+                            pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    new = out[:, enc["input_ids"].shape[1]:]
+    ended = (new == tok.eos_token_id).int()
+    lengths = torch.where(ended.any(1), ended.argmax(1) + 1, torch.tensor(new.shape[1]))
+    return float(lengths.float().mean()) * g * len(dataset)
+
+
+def summarise(
+    runs: Sequence[ArmRun], arms: Sequence[str], seeds: Sequence[int], *, bootstrap: int = 2000
+) -> list[dict[str, Any]]:
+    """One row per arm: means over seeds and paired-bootstrap 95% intervals (see module doc)."""
+    by = {(r.arm, r.seed): r for r in runs}
+    upto = min(r.result.curve[-1][1] for r in runs)
+    wall_upto = min(r.result.wall[-1] for r in runs if r.result.wall)
+    initial = float(np.mean([by[(arms[0], s)].result.initial_reward for s in seeds]))
+    best = max(float(np.mean([by[(a, s)].result.final_reward for s in seeds])) for a in arms)
+    target = initial + 0.5 * (best - initial)
+    ref = "grpo" if "grpo" in arms else arms[0]
+    rows = []
+    for a in arms:
+        finals = np.array([by[(a, s)].final_by_item for s in seeds])
+        ref_f = np.array([by[(ref, s)].final_by_item for s in seeds])
+        res = [by[(a, s)].result for s in seeds]
+        rows.append(dict(
+            arm=a,
+            group_size=int(np.mean([by[(a, s)].group_size for s in seeds])),
+            final=float(finals.mean()),
+            final_ci=_bootstrap(finals, bootstrap, 0),
+            delta_vs_ref=float((finals - ref_f).mean()),
+            delta_ci=_bootstrap(finals - ref_f, bootstrap, 1),
+            tokens=float(np.mean([r.generated_tokens for r in res])),
+            prefix_tokens=float(np.mean([r.prefix_tokens for r in res])),
+            seconds=float(np.mean([r.seconds for r in res])),
+            auc_tokens=float(np.mean([_auc([c[1] for c in r.curve], [c[2] for c in r.curve],
+                                           upto) for r in res])),
+            auc_wall=float(np.mean([_auc(r.wall, [c[2] for c in r.curve], wall_upto)
+                                    for r in res])),
+            tokens_to_target=_nanmean([_first_reach([c[1] for c in r.curve],
+                                                    [c[2] for c in r.curve], target)
+                                       for r in res]),
+            seconds_to_target=_nanmean([_first_reach(r.wall, [c[2] for c in r.curve], target)
+                                        for r in res]),
+            target=target,
+            reference=ref,
+        ))
+    return rows
+
+
+def render_report(summary: list[dict[str, Any]], settings: dict[str, Any],
+                  figures: Sequence[Path]) -> str:
+    """The markdown report: settings, the summary table, and how to read it."""
+    s = settings
+    lines = [
+        "# Compute-matched comparison",
+        "",
+        f"Task `{s['task']}`, seeds {s['seeds']}, {s['steps']} steps x {s['prompts_per_step']} "
+        f"prompts, G = {s['num_generations']}, tau = {s['tau']}, budget ratio "
+        f"{s['budget_ratio']}, lr {s['learning_rate']}. Evaluation: {s['eval']}. Intervals: "
+        f"95% percentile bootstrap ({s['bootstrap']} resamples) over seeds and held-out "
+        "prompts, paired across arms.",
+        "",
+        "| arm | G | final acc [95% CI] | vs " + summary[0]["reference"] + " [95% CI] | "
+        "tokens | wall s | AUC(tokens) | AUC(wall) | tokens to target | s to target |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in summary:
+        lines.append(
+            f"| {r['arm']} | {r['group_size']} | {r['final']:.3f} "
+            f"[{r['final_ci'][0]:.3f}, {r['final_ci'][1]:.3f}] | {r['delta_vs_ref']:+.3f} "
+            f"[{r['delta_ci'][0]:+.3f}, {r['delta_ci'][1]:+.3f}] | {r['tokens']:,.0f} | "
+            f"{r['seconds']:.1f} | {r['auc_tokens']:.3f} | {r['auc_wall']:.3f} | "
+            f"{r['tokens_to_target']:,.0f} | {r['seconds_to_target']:.1f} |"
+        )
+    lines += [
+        "",
+        f"Target accuracy for the 'to target' columns: {summary[0]['target']:.3f} (halfway from "
+        "the warm start to the best arm's final mean). AUC(tokens): mean held-out accuracy over "
+        "the token range every arm reached; AUC(wall): the same over training seconds.",
+        "",
+        *[f"![{p.stem}]({p.name})" for p in figures],
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _plot(runs: Sequence[ArmRun], arms: Sequence[str], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for xname, xkey in (("generated tokens", "tokens"), ("training seconds", "wall")):
+        fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+        for i, a in enumerate(arms):
+            color = f"C{i}"
+            for j, r in enumerate(x for x in runs if x.arm == a):
+                xs = [c[1] for c in r.result.curve] if xkey == "tokens" else r.result.wall
+                ax.plot(xs, [c[2] for c in r.result.curve], color=color, alpha=0.8,
+                        marker="o", ms=3, label=a if j == 0 else None)
+        ax.set_xlabel(xname)
+        ax.set_ylabel("held-out accuracy (sampled, T=1)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        path = out / f"accuracy_vs_{xkey}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``pairht experiment`` / ``python benchmarks/compute_matched.py``."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="pairht experiment", description=__doc__.split("\n\n")[0])
+    p.add_argument("--arms", default=",".join(DEFAULT_ARMS),
+                   help=f"comma-separated subset of {','.join(ARMS)}")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--task", default="chain", choices=sorted(TASKS))
+    p.add_argument("--steps", type=int, default=None, help="default 40 (6 with PAIRHT_E2E_SHORT)")
+    p.add_argument("--budget-ratio", type=float, default=0.5)
+    p.add_argument("--tau", type=int, default=8)
+    p.add_argument("--out-dir", default="experiment-out")
+    p.add_argument("--no-progress", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
+    except ValueError:
+        p.error(f"--seeds must be comma-separated ints; got {a.seeds!r}")
+    steps = a.steps if a.steps is not None else (6 if demo._short() else 40)
+    t0 = time.perf_counter()
+    res = run_experiment(
+        [x.strip() for x in a.arms.split(",") if x.strip()], seeds, task=a.task, steps=steps,
+        budget_ratio=a.budget_ratio, tau=a.tau, out_dir=a.out_dir, progress=not a.no_progress,
+    )
+    print(res.report_path.read_text())
+    print(f"wrote {res.report_path} in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""The compute-matched experiment (pairht_demo.experiment): its statistics and a short run."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("trl")
+
+from pairht_demo import experiment as ex  # noqa: E402
+
+
+def test_auc_is_the_mean_of_the_piecewise_linear_curve():
+    # y = x on [0, 2] then flat at 2: mean over [0, 4] = (2 + 4) / 4 = 1.5
+    assert ex._auc([0, 2, 4], [0, 2, 2], 4.0) == pytest.approx(1.5, abs=1e-12)
+    # upto inside the curve: mean of y = x over [0, 1] = 0.5
+    assert ex._auc([0, 2, 4], [0, 2, 2], 1.0) == pytest.approx(0.5, abs=1e-12)
+
+
+def test_first_reach_interpolates_and_is_nan_when_never_reached():
+    assert ex._first_reach([0, 10, 20], [0.2, 0.4, 0.8], 0.6) == pytest.approx(15.0)
+    assert ex._first_reach([0, 10], [0.7, 0.8], 0.6) == 0.0
+    assert math.isnan(ex._first_reach([0, 10], [0.1, 0.2], 0.6))
+
+
+def test_bootstrap_interval_covers_the_mean_and_shrinks_with_data():
+    rng = np.random.default_rng(0)
+    small = rng.normal(size=(3, 8))
+    big = rng.normal(size=(3, 512))
+    lo, hi = ex._bootstrap(small, 500, 0)
+    assert lo <= small.mean() <= hi
+    lo2, hi2 = ex._bootstrap(big, 500, 0)
+    assert hi2 - lo2 < hi - lo
+    assert ex._bootstrap(small, 500, 0) == (lo, hi)  # seeded
+
+
+def test_unknown_arms_and_tasks_are_refused_naming_the_registry():
+    with pytest.raises(ValueError, match="arms must be a non-empty subset"):
+        ex.run_experiment(["nope"], [0])
+    with pytest.raises(ValueError, match="grpo_small matches PAIR"):
+        ex.run_experiment(["grpo", "grpo_small"], [0])
+    with pytest.raises(ValueError, match="task must be one of"):
+        ex.run_experiment(["grpo"], [0], task="nope")
+
+
+@pytest.mark.slow
+def test_short_run_writes_the_report_and_matches_small_group_tokens(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAIRHT_CACHE", str(tmp_path / "cache"))
+    res = ex.run_experiment(
+        ["grpo", "grpo_small", "pair"], [0], steps=2, warmup_steps=20, prompts_per_step=4,
+        out_dir=tmp_path / "out", bootstrap=200, progress=False,
+    )
+    text = res.report_path.read_text()
+    for arm in ("grpo", "grpo_small", "pair"):
+        assert f"| {arm} |" in text
+    by = {r.arm: r for r in res.runs}
+    g, p, s = by["grpo"].result, by["pair"].result, by["grpo_small"].result
+    assert p.prefix_tokens > 0 and g.prefix_tokens == 0
+    assert p.generated_tokens < g.generated_tokens
+    expected_g = max(2, round(8 * p.generated_tokens / g.generated_tokens))
+    assert by["grpo_small"].group_size == expected_g
+    for r in res.runs:
+        assert len(r.result.wall) == len(r.result.curve)
+        assert len(r.final_by_item) == 32
+    assert s.generated_tokens > 0
+    data = json.loads((res.report_path.parent / "runs.json").read_text())
+    assert {row["arm"] for row in data["summary"]} == {"grpo", "grpo_small", "pair"}
+    assert (tmp_path / "cache").exists()  # the warm start was cached
+    for path in res.figure_paths:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
