@@ -2,7 +2,7 @@ r"""Pair advantages in torch, from the core's edge weights.
 
 The core (:func:`pairht.estimators.edge_weights`) owns every weighting formula: it turns the
 logged design (``J``, ``rho``) into the per-edge multiplier ``W_ij`` (normaliser included).
-This module does only the torch accumulation
+This module hands the result to torch:
 
 .. math:: A_i = \tfrac12 \sum_j W_{ij} (r_i - r_j)
    \qquad\text{(PAIR paper, Eq. pair-advantage)},
@@ -11,6 +11,12 @@ so that ``sum_i A_i s_i`` is the core's ``sum_{i<j} W_ij h_ij`` (for ``weighting
 the pair Horvitz-Thompson gradient, Eq. pair-ht). ``A`` is automatically centred over the
 observed endpoints (``sum_i A_i = 0`` because ``W`` is symmetric) and is zero for every
 candidate that was not completed.
+
+One implementation of the formula: :func:`pair_advantages_torch` validates its arguments with
+the core's rules (:mod:`pairht.estimators._inputs`, same messages) and accumulates with the
+core's own kernel (the one :func:`pairht.pair_advantages` uses); only the conversion to and from
+torch lives here. The arrays are ``(B, G, G)`` with ``G`` a group size, so the round trip
+through host memory costs nothing next to a policy update.
 """
 
 from __future__ import annotations
@@ -20,8 +26,19 @@ import torch
 from numpy.typing import ArrayLike
 
 from pairht.estimators import edge_weights
+from pairht.estimators._inputs import (
+    SYMMETRY_ATOL,
+    broadcast_batch,
+    check_dtype,
+    check_mask,
+    check_rewards,
+)
+from pairht.estimators.horvitz_thompson import _masked_advantages
 
 __all__ = ["design_edge_weights", "pair_advantages_torch", "standardise_advantages"]
+
+#: torch accumulation dtypes and the numpy dtype the core accumulates in for each.
+_ACCUMULATION = {torch.float32: np.float32, torch.float64: np.float64}
 
 
 def design_edge_weights(
@@ -39,7 +56,8 @@ def design_edge_weights(
         ``J_i``, which candidates were completed.
     joint : (B, G, G) float
         ``rho_ij``, logged before any reward existed.
-    weighting : {"exact", "clipped", "hajek"}
+    weighting : {"exact", "clipped", "hajek", ...}
+        A name in :data:`pairht.estimators.VARIANTS` that needs no ``pi``.
     w_max : float or None
         Clip level for ``"clipped"``.
 
@@ -53,27 +71,111 @@ def design_edge_weights(
     return edge_weights(mask, joint, weighting=weighting, w_max=w_max)
 
 
+def _host_array(name: str, x: ArrayLike | torch.Tensor) -> np.ndarray:
+    """``x`` as a float64 numpy array (exact for every real torch dtype, half and int included).
+
+    Complex and non-numeric inputs are refused: a cast would drop the imaginary part or read a
+    string as a number, a silent wrong answer.
+    """
+    if isinstance(x, torch.Tensor):
+        if x.is_complex():
+            raise TypeError(f"{name} must be a real (float or int) tensor; got dtype {x.dtype}")
+        # float64 holds every value of float16/bfloat16/float32 and ints below 2**53 exactly,
+        # so the checks and the accumulation see the caller's numbers, not a rounded copy.
+        return x.detach().to(device="cpu", dtype=torch.float64).numpy()
+    arr = np.asarray(x)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
+    ) or np.issubdtype(arr.dtype, np.complexfloating):
+        raise TypeError(
+            f"{name} must be a real numeric array or tensor; got dtype {arr.dtype}"
+        )
+    return arr.astype(np.float64)
+
+
+def _check_weights(w: np.ndarray, g: int) -> np.ndarray:
+    """``W`` finite, nonnegative, symmetric with zero diagonal, shape ``(..., G, G)``."""
+    if w.ndim < 2 or w.shape[-2:] != (g, g):
+        raise ValueError(
+            f"weights must have shape (..., G, G) with G = {g} (the last axis of rewards); "
+            f"got shape {w.shape}"
+        )
+    bad = ~np.isfinite(w)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"weights must be finite (no NaN or inf); weights{list(where)} = {w[where].item()!r}"
+        )
+    bad = w < 0
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"weights must be >= 0 (W_ij = I_ij w_ij with a nonnegative edge weight); "
+            f"weights{list(where)} = {w[where].item()!r}"
+        )
+    diag = np.diagonal(w, axis1=-2, axis2=-1)
+    if np.any(diag != 0):
+        where = tuple(int(i) for i in np.argwhere(diag != 0)[0])
+        raise ValueError(
+            f"weights must have a zero diagonal (a candidate forms no edge with itself); "
+            f"weights{[*where[:-1], where[-1], where[-1]]} = {diag[where].item()!r}"
+        )
+    # Relative to the largest weight: the core builds W symmetric exactly, so any gap beyond
+    # rounding means the argument is not an edge-weight matrix (e.g. a transposed mix-up).
+    gap = np.abs(w - np.swapaxes(w, -1, -2))
+    scale = max(float(np.abs(w).max(initial=0.0)), 1.0)
+    if gap.max(initial=0.0) > SYMMETRY_ATOL * scale:
+        where = tuple(int(i) for i in np.argwhere(gap > SYMMETRY_ATOL * scale)[0])
+        swapped = (*where[:-2], where[-1], where[-2])
+        raise ValueError(
+            f"weights must be symmetric (W_ij = W_ji); weights{list(where)} = "
+            f"{w[where].item()!r} but weights{list(swapped)} = {w[swapped].item()!r}"
+        )
+    return w
+
+
 def pair_advantages_torch(
-    rewards: torch.Tensor,
+    rewards: ArrayLike | torch.Tensor,
     weights: ArrayLike | torch.Tensor,
     *,
+    mask: ArrayLike | torch.Tensor | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    r"""``A_i = 1/2 sum_j W_ij (r_i - r_j)``, accumulated in ``dtype``.
+    r"""``A_i = 1/2 sum_j W_ij (r_i - r_j)``, accumulated in ``dtype``, as a torch tensor.
+
+    The contract of :func:`pairht.pair_advantages`: rewards at completed candidates must be
+    finite (a NaN there raises, it is never read as 0); rewards at candidates that were not
+    completed are ignored and may be NaN. Inputs of any real dtype (integer, bool, float16,
+    bfloat16) are read exactly in float64 and accumulated in ``dtype``, never in the input's
+    dtype (integer arithmetic would truncate the weights, float16 would overflow).
 
     Parameters
     ----------
-    rewards : (B, G) tensor
-        Rewards; entries of candidates that were not completed may be NaN (their ``W`` rows
-        and columns are zero, so they are read as 0).
-    weights : (B, G, G) array or tensor
-        Edge multipliers from :func:`design_edge_weights` (symmetric, zero diagonal).
-    dtype : torch.dtype
-        Accumulation precision: float32 (paper: "accumulated in FP32"), or float64.
+    rewards : (B, G) tensor or array_like
+        Rewards ``r_i``.
+    weights : (B, G, G) tensor or array_like
+        Edge multipliers from :func:`design_edge_weights`: finite, nonnegative, symmetric,
+        zero diagonal, zero on every edge that was not observed.
+    mask : (B, G) bool, optional
+        ``J_i``, which candidates were completed. ``None``: the candidates with at least one
+        nonzero weight (the only ones whose reward enters ``A``). When given, ``weights`` must
+        vanish off the observed edges ``J_i J_j = 1``.
+    dtype : torch.float32 or torch.float64
+        Accumulation precision and dtype of the result: float32 (paper: "accumulated in
+        FP32", the default) or float64 (the reference; equal to :func:`pairht.pair_advantages`
+        to rounding).
 
     Returns
     -------
-    (B, G) tensor of ``dtype`` on ``rewards.device``.
+    (B, G) tensor of ``dtype``, on ``rewards.device`` (or ``weights.device``, or the CPU).
+
+    Raises
+    ------
+    TypeError
+        ``rewards``/``weights`` complex or not numeric, or ``dtype`` not a float dtype.
+    ValueError
+        Shapes, non-finite or asymmetric weights, NaN/inf rewards at completed candidates,
+        weights on unobserved edges, or a result that overflows ``dtype``.
 
     Examples
     --------
@@ -81,20 +183,53 @@ def pair_advantages_torch(
     >>> W = [[[0.0, 4.0], [4.0, 0.0]]]
     >>> pair_advantages_torch(torch.tensor([[1.0, 0.0]]), W).tolist()
     [[2.0, -2.0]]
+    >>> pair_advantages_torch([[1, 0]], W, dtype=torch.float64).dtype  # ints read exactly
+    torch.float64
     """
-    if rewards.ndim != 2:
-        raise ValueError(f"rewards must have shape (B, G); got {tuple(rewards.shape)}")
-    w = torch.as_tensor(np.asarray(weights), dtype=dtype, device=rewards.device)
-    if w.shape != (*rewards.shape, rewards.shape[-1]):
-        raise ValueError(
-            f"weights must have shape (B, G, G) = {(*rewards.shape, rewards.shape[-1])} to match "
-            f"rewards; got {tuple(w.shape)}"
+    if dtype not in _ACCUMULATION:
+        raise TypeError(
+            f"dtype must be torch.float32 or torch.float64 (the accumulation precision; an "
+            f"integer or half dtype would truncate or overflow the weights); got dtype={dtype!r}"
         )
-    # Unselected candidates carry NaN rewards; 0 * NaN would poison the sum, so read them as 0
-    # (their weights are exactly zero).
-    r = torch.nan_to_num(rewards.to(dtype), nan=0.0)
-    diff = r[:, :, None] - r[:, None, :]
-    return 0.5 * (w * diff).sum(-1)
+    acc = check_dtype(_ACCUMULATION[dtype])
+    device = next(
+        (x.device for x in (rewards, weights) if isinstance(x, torch.Tensor)),
+        torch.device("cpu"),
+    )
+    r = check_rewards(_host_array("rewards", rewards), finite=False)
+    if r.ndim != 2:
+        raise ValueError(f"rewards must have shape (B, G); got shape {r.shape}")
+    g = r.shape[-1]
+    w = _check_weights(_host_array("weights", weights), g)
+    touched = np.any(w != 0, axis=-1)  # candidates whose reward enters A
+    if mask is None:
+        msk = touched
+    else:
+        m = mask.detach().cpu().numpy() if isinstance(mask, torch.Tensor) else mask
+        msk = check_mask(m, g)
+        observed = msk[..., :, None] & msk[..., None, :]
+        stray = (w != 0) & ~np.broadcast_to(observed, w.shape)
+        if stray.any():
+            where = tuple(int(i) for i in np.argwhere(stray)[0])
+            raise ValueError(
+                f"weights must be zero on every edge that was not observed (J_i J_j = 0); "
+                f"weights{list(where)} = {w[where].item()!r} but mask does not hold both "
+                f"endpoints {where[-2]} and {where[-1]}"
+            )
+    batch = broadcast_batch(rewards=r.shape[:-1], mask=msk.shape[:-1], weights=w.shape[:-2])
+    if batch != r.shape[:-1]:
+        raise ValueError(
+            f"weights must have shape (B, G, G) = {(*r.shape, g)} to match rewards; "
+            f"got {w.shape}"
+        )
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported just below
+        adv = _masked_advantages(r, msk, np.broadcast_to(w, (*batch, g, g)), batch, acc)
+    if not np.all(np.isfinite(adv)):
+        raise ValueError(
+            f"the advantages overflow {dtype} (largest |W_ij (r_i - r_j)| exceeds its range); "
+            f"pass dtype=torch.float64 or rescale the rewards"
+        )
+    return torch.from_numpy(np.ascontiguousarray(adv)).to(device)
 
 
 def standardise_advantages(

@@ -20,23 +20,191 @@ configuration") and the appendices "Practical Departures from the Exact Estimato
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import logging
 import math
+import numbers
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from pairht.allocation.proxies import PROXY_KINDS
+from pairht.designs import DESIGNS
+from pairht.estimators import VARIANTS
+from pairht.estimators.horvitz_thompson import check_w_max, resolve_variant
 from trl import GRPOConfig
 
+logger = logging.getLogger("pairht_trl")
+
 MODES = ("exact", "practical")
-DESIGN_KINDS = ("bernoulli", "conditional_poisson", "dependent_rounding")
-FIXED_SIZE_DESIGNS = ("conditional_poisson", "dependent_rounding")
-EDGE_PROXIES = ("disagreement", "score_norm", "energy")
-WEIGHTINGS = ("exact", "clipped", "hajek")
+
+
+def design_kinds() -> tuple[str, ...]:
+    """Designs the config accepts: every name of the registry :data:`pairht.designs.DESIGNS`."""
+    return tuple(sorted(DESIGNS))
+
+
+def fixed_size_designs() -> tuple[str, ...]:
+    """Registered designs with a fixed sample size (``Design.fixed_size``)."""
+    return tuple(sorted(name for name, cls in DESIGNS.items() if cls.fixed_size))
+
+
+def edge_proxies() -> tuple[str, ...]:
+    """Edge proxies of the core (:data:`pairht.allocation.proxies.PROXY_KINDS`)."""
+    return tuple(PROXY_KINDS)
+
+
+def weightings() -> tuple[str, ...]:
+    """Registered estimator variants (:data:`pairht.estimators.VARIANTS`) that need no ``pi``.
+
+    The trainer builds ``W`` from the logged ``J`` and ``rho`` only, so ``"marginal_only"``
+    (which reads ``pi``) is not offered.
+    """
+    return tuple(sorted(name for name, v in VARIANTS.items() if not v.needs_pi))
+
+
+# Views of the registries at import time, for code that imports the names; the checks below
+# read the registries themselves, so a design or variant registered later is accepted.
+DESIGN_KINDS = design_kinds()
+FIXED_SIZE_DESIGNS = fixed_size_designs()
+EDGE_PROXIES = edge_proxies()
+WEIGHTINGS = weightings()
+
+#: Paper defaults of the prefix checkpoint and snap window, used when the response is long
+#: enough (``max_completion_length >= 1024`` and ``>= 256``); shorter responses scale them
+#: down (``tau = L // 4``, ``snap_window = L // 8``) so that ``tau + snap_window < L`` holds.
+TAU_DEFAULT = 256
+SNAP_WINDOW_DEFAULT = 32
+
+#: Why each TRL default is changed (logged once per config at INFO, logger "pairht_trl").
+_CHANGED_DEFAULT_REASONS = {
+    "loss_type": "constant, mask-independent loss normaliser, so masking the unselected rows "
+    "leaves the update a multiple of the pair-HT estimate",
+    "scale_rewards": "dividing by a random reward std biases the pair-HT update",
+    "num_iterations": "one epoch keeps every PPO ratio at 1 (exact); practical mode takes two "
+    "clipped epochs (paper)",
+}
+
+
+# ------------------------------------------------------------------ field rules
+# Each rule takes (name, value) and returns the value (ints and floats normalised), or raises
+# TypeError (wrong kind of value) / ValueError (out of range) naming the field, the value and
+# the rule.
+Rule = Callable[[str, Any], Any]
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"{name} must be True or False; got {name}={value!r} ({type(value).__name__}). A "
+            f"string such as 'no' is truthy and would silently turn the option on."
+        )
+    return value
+
+
+def _integer(lo: int | None, hi: int | None = None, *, optional: bool = False) -> Rule:
+    """An int (numpy ints included, bool excluded) in ``[lo, hi]``; ``lo=None``: type only."""
+    def rule(name: str, value: Any) -> Any:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(
+                f"{name} must be an int{' or None' if optional else ''}; got {name}={value!r} "
+                f"({type(value).__name__})"
+            )
+        value = int(value)
+        if lo is not None and (value < lo or (hi is not None and value > hi)):
+            bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+            raise ValueError(f"{name} must be an int {bound}; got {name}={value!r}")
+        return value
+
+    return rule
+
+
+def _real(lo: float, hi: float, *, closed_hi: bool = True) -> Rule:
+    """A finite real number in ``(lo, hi]`` (or ``(lo, hi)``); ``hi = inf`` means no upper bound."""
+
+    def rule(name: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(
+                f"{name} must be a real number; got {name}={value!r} ({type(value).__name__})"
+            )
+        value = float(value)
+        inside = lo < value and (value <= hi if closed_hi else value < hi)
+        if not math.isfinite(value) or not inside:
+            rule_text = (
+                f"be a finite number > {lo:g}" if hi == math.inf
+                else f"lie in ({lo:g}, {hi:g}{']' if closed_hi else ')'}"
+            )
+            raise ValueError(f"{name} must {rule_text}; got {name}={value!r}")
+        return value
+
+    return rule
+
+
+def _one_of(choices: Callable[[], tuple[str, ...]], registry: str) -> Rule:
+    def rule(name: str, value: Any) -> str:
+        names = choices()
+        if not isinstance(value, str) or value not in names:
+            raise ValueError(
+                f"{name} must be one of {names} (from {registry}); got {name}={value!r}"
+            )
+        return value
+
+    return rule
+
+
+#: Every PAIR field and its rule (cross-field rules follow in ``_check_pair_fields``).
+PAIR_FIELD_RULES: dict[str, Rule] = {
+    "mode": _one_of(lambda: MODES, "pairht_trl.config.MODES"),
+    "tau": _integer(1),
+    "snap_window": _integer(0),
+    "budget_ratio": _real(0.0, 1.0),
+    "pi_min": _real(0.0, 1.0),
+    "design": _one_of(design_kinds, "the registry pairht.designs.DESIGNS"),
+    "design_size": _integer(None, optional=True),  # range: needs G, checked below
+    "edge_proxy": _one_of(edge_proxies, "pairht.allocation.proxies.PROXY_KINDS"),
+    "covariance_term": _flag,
+    "weighting": _one_of(weightings, "the registry pairht.estimators.VARIANTS, without pi"),
+    "anchor_pair": _flag,
+    "design_seed": _integer(0, optional=True),
+    "head_width": _integer(1),
+    "head_feature_window": _integer(1),
+    "head_lr": _real(0.0, math.inf, closed_hi=False),
+    "head_replay": _integer(1),
+    "head_temperature_fraction": _real(0.0, 1.0),
+    "lagged_heads": _flag,
+    "head_steps_per_update": _integer(0),
+    "head_batch_size": _integer(1),
+}
+
+
+@functools.cache
+def _bool_fields(cls: type) -> tuple[str, ...]:
+    """Every field of ``cls`` annotated exactly ``bool`` (TRL's and transformers' included)."""
+    hints = typing.get_type_hints(cls)
+    return tuple(f.name for f in dataclasses.fields(cls) if hints.get(f.name) is bool)
+
+
+def _trl_default(name: str) -> Any:
+    return next(f.default for f in dataclasses.fields(GRPOConfig) if f.name == name)
 
 
 @dataclass
 class PairGRPOConfig(GRPOConfig):
     r"""Configuration of :class:`~pairht_trl.PairGRPOTrainer`: TRL's ``GRPOConfig`` plus PAIR.
 
-    Every invalid combination raises ``ValueError`` at construction, naming the fields.
+    Every field is checked at construction (:data:`PAIR_FIELD_RULES`, then the cross-field
+    rules): a value of the wrong kind raises ``TypeError``, an invalid value or combination
+    ``ValueError``, each naming the field, the value and the rule. Every field TRL or
+    transformers annotate ``bool`` must be a ``bool`` (``"no"`` is truthy). Designs, edge
+    proxies and weightings are the names of the core registries.
+
+    Defaults changed from TRL's ``GRPOConfig`` (logged once at INFO by the logger
+    ``"pairht_trl"`` when they differ from TRL's): ``loss_type="dr_grpo"``,
+    ``scale_rewards="none"`` (exact mode), ``num_iterations=2`` (practical mode).
 
     Parameters
     ----------
@@ -48,36 +216,54 @@ class PairGRPOConfig(GRPOConfig):
         ``loss_type="dr_grpo"``, ``weighting="exact"``, ``beta=0``, no entropy bonus,
         ``top_entropy_quantile=1``, ``mask_truncated_completions=False``.
         ``"practical"``: clipped PPO surrogate with PAIR advantages.
-    tau : int
-        Prefix checkpoint in generated tokens (paper default 256), snapped forward to the next
-        newline or sentence end within ``snap_window`` tokens.
-    snap_window : int
-        Largest forward snap of the prefix checkpoint (paper: 32).
+    tau : int or None
+        Prefix checkpoint in generated tokens, snapped forward to the next newline or sentence
+        end within ``snap_window`` tokens. ``None`` (default): ``min(256, L // 4)`` with
+        ``L = max_completion_length`` (the paper's 256 from ``L = 1024`` on), so TRL's
+        default lengths need no extra argument. ``tau + snap_window < L`` is required: the
+        longest prefix must leave room for a suffix.
+    snap_window : int or None
+        Largest forward snap of the prefix checkpoint. ``None`` (default): ``min(32, L // 8)``
+        (the paper's 32 from ``L = 256`` on).
     budget_ratio : float in (0, 1]
-        Expected suffix budget per group as a fraction of the full-group predicted suffix cost:
-        ``budget = budget_ratio * sum_i c_hat_i`` (paper: 0.5).
+        Expected suffix budget per group as a fraction of the predicted suffix cost of its
+        *unfinished* candidates: ``budget = budget_ratio * sum_{i unfinished} c_hat_i`` (paper:
+        0.5). Realised accounting (``pairht.step``): a candidate whose prefix already ended is
+        kept for free (``pi = 1``), so the budget is spent on the others only.
     pi_min : float in (0, 1]
         Probability floor (paper: 0.08); caps inverse weights at ``1 / pi_min**2``.
-    design : {"bernoulli", "conditional_poisson", "dependent_rounding"}
-        Continuation design; its exact joint ``rho_ij`` is logged before any reward exists.
+    design : str
+        Continuation design, a name of the core registry :data:`pairht.designs.DESIGNS`
+        (``"bernoulli"``, ``"conditional_poisson"``, ``"dependent_rounding"``, ...); its exact
+        joint ``rho_ij`` is logged before any reward exists.
     design_size : int or None
-        Sample size of a fixed-size design (``sum_i pi_i``); ``None`` uses
-        ``floor(budget_ratio * G)`` (:func:`pairht.allocation.auto_size`), which must be at
-        least ``max(2, ceil(G * pi_min))``. Only for fixed-size designs.
-    edge_proxy : {"disagreement", "score_norm", "energy"}
+        Sample size ``n = sum_i pi_i`` over the *unfinished* candidates of a fixed-size design
+        (finished ones are kept on top; clipped to their number); ``None``: ``size="auto"`` of
+        :func:`pairht.allocation.allocate`. Only for fixed-size designs. An explicit ``n``
+        must be affordable whatever the heads predict: with predicted costs ``c`` and no
+        prefix finished the cheapest ``pi`` with ``sum pi = n`` costs at most
+        ``(n / G) sum c`` (the extra mass goes to the cheapest candidates), with equality
+        when the costs are equal (an untrained cost head), and the budget is
+        ``budget_ratio * sum c``; so ``n`` is affordable for every prediction iff
+        ``n <= floor(budget_ratio * G)``. Also ``max(2, G * pi_min) <= n``. When some
+        prefixes have finished, :mod:`pairht.step` takes the size over the unfinished
+        candidates and clips it to their number and to what the budget affords.
+    edge_proxy : str
         Edge proxy ``a_ij`` of the contrast graph (Eq. edge-proxy); only ``"disagreement"`` is
         computable from the prefix heads alone.
     covariance_term : bool
         Include the shared-vertex term ``b_i`` in the allocation objective.
-    weighting : {"exact", "clipped", "hajek"}
-        Edge weighting: exact HT ``1/rho``, clipped ``min(1/rho, w_max)``, or Hajek
-        self-normalised. Only ``"exact"`` is design-unbiased.
+    weighting : str
+        Edge weighting, a variant of the registry :data:`pairht.estimators.VARIANTS` that needs
+        no ``pi``: exact HT ``1/rho``, clipped ``min(1/rho, w_max)``, Hajek self-normalised,
+        ... Only ``"exact"`` is design-unbiased (and required by ``mode="exact"``).
     w_max : float or None
-        Clip level for ``weighting="clipped"`` (paper: 10, 20 or 50).
+        Clip level for ``weighting="clipped"`` (paper: 10, 20 or 50): positive and finite;
+        refused with any other weighting (:func:`pairht.estimators.horvitz_thompson.check_w_max`).
     anchor_pair : bool
         Force a uniformly drawn pair into every draw (mixture design with exact joints), so
         every group observes at least one edge. Bernoulli base design only.
-    design_seed : int or None
+    design_seed : int >= 0 or None
         Seed of the trainer-owned design generator (``None``: derived from ``seed``). Its state
         is saved with checkpoints.
     head_width, head_feature_window, head_lr, head_replay, head_temperature_fraction
@@ -100,15 +286,21 @@ class PairGRPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "'none'|'group'|'batch'; None: 'none' (exact), 'group' (practical)."},
     )
-    loss_type: str = field(
-        default="dr_grpo",
-        metadata={"help": "TRL loss type; 'dr_grpo' has a constant, mask-independent normaliser."},
+    loss_type: str | None = field(  # type: ignore[assignment]
+        default=None,
+        metadata={"help": "TRL loss type; None: 'dr_grpo' (constant, mask-independent normaliser)"},
     )
 
     # ------------------------------------------------------------------ PAIR
     mode: str = field(default="exact", metadata={"help": "'exact' or 'practical'."})
-    tau: int = field(default=256, metadata={"help": "Prefix checkpoint in generated tokens."})
-    snap_window: int = field(default=32, metadata={"help": "Forward snap window (tokens)."})
+    tau: int | None = field(
+        default=None,
+        metadata={"help": "Prefix checkpoint (tokens); None: min(256, max_completion_length//4)"},
+    )
+    snap_window: int | None = field(
+        default=None,
+        metadata={"help": "Forward snap window (tokens); None: min(32, max_completion_length//8)"},
+    )
     budget_ratio: float = field(
         default=0.5, metadata={"help": "Expected suffix budget / full-group predicted cost."}
     )
@@ -137,39 +329,61 @@ class PairGRPOConfig(GRPOConfig):
     head_batch_size: int = field(default=256, metadata={"help": "Head minibatch size."})
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}; got mode={self.mode!r}")
-        if self.num_iterations is None:
-            self.num_iterations = 1 if self.mode == "exact" else 2
-        if self.scale_rewards is None:
-            self.scale_rewards = "none" if self.mode == "exact" else "group"
+        # Rules first: TRL's own __post_init__ would read a bad value (e.g. `"0.5" < 1`) and
+        # fail with a message naming no field.
+        given = {"scale_rewards": self.scale_rewards}
+        for name, rule in PAIR_FIELD_RULES.items():
+            if not (name in ("tau", "snap_window") and getattr(self, name) is None):
+                setattr(self, name, rule(name, getattr(self, name)))
+        for name in _bool_fields(type(self)):
+            _flag(name, getattr(self, name))
+        changed = self._resolve_defaults()
         super().__post_init__()
         self._check_pair_fields()
         if self.mode == "exact":
-            self._check_exact()
+            self._check_exact(given)
+        if changed:
+            logger.info(
+                "PairGRPOConfig(mode=%r) changes TRL's GRPOConfig defaults: %s",
+                self.mode,
+                "; ".join(
+                    f"{name}={_trl_default(name)!r} -> {getattr(self, name)!r} "
+                    f"({_CHANGED_DEFAULT_REASONS[name]})"
+                    for name in changed
+                ),
+            )
+
+    def _resolve_defaults(self) -> list[str]:
+        """Fill the ``None`` defaults; return the TRL fields now differing from TRL's default."""
+        resolved = {
+            "num_iterations": 1 if self.mode == "exact" else 2,
+            "scale_rewards": "none" if self.mode == "exact" else "group",
+            "loss_type": "dr_grpo",
+        }
+        changed = []
+        for name, value in resolved.items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+                if value != _trl_default(name):
+                    changed.append(name)
+        length = self.max_completion_length
+        if self.tau is None:
+            self.tau = TAU_DEFAULT if length is None else max(1, min(TAU_DEFAULT, length // 4))
+        if self.snap_window is None:
+            self.snap_window = (
+                SNAP_WINDOW_DEFAULT if length is None else min(SNAP_WINDOW_DEFAULT, length // 8)
+            )
+        return changed
 
     # ------------------------------------------------------------------ validation
     def _check_pair_fields(self) -> None:
-        for name in ("tau", "snap_window", "head_width", "head_feature_window", "head_replay"):
-            value = getattr(self, name)
-            lo = 0 if name == "snap_window" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-                raise ValueError(f"{name} must be an int >= {lo}; got {name}={value!r}")
-        if self.max_completion_length is not None and self.tau >= self.max_completion_length:
+        length = self.max_completion_length
+        if length is not None and self.tau + self.snap_window >= length:
             raise ValueError(
-                f"tau must be smaller than max_completion_length (the prefix is a strict part of "
-                f"the response); got tau={self.tau}, max_completion_length="
-                f"{self.max_completion_length}"
-            )
-        if not 0.0 < self.budget_ratio <= 1.0:
-            raise ValueError(
-                f"budget_ratio must lie in (0, 1] (a fraction of the full-group suffix cost); "
-                f"got budget_ratio={self.budget_ratio!r}"
-            )
-        if not 0.0 < self.pi_min <= 1.0:
-            raise ValueError(
-                f"pi_min must lie in (0, 1] (a positive floor keeps every rho_ij > 0); "
-                f"got pi_min={self.pi_min!r}"
+                f"tau + snap_window must be smaller than max_completion_length (the longest "
+                f"snapped prefix must leave room for a suffix); got tau={self.tau}, snap_window="
+                f"{self.snap_window}, max_completion_length={length}. Leave tau and "
+                f"snap_window at None (min(256, L // 4) and min(32, L // 8)) or lower them"
             )
         if self.budget_ratio < self.pi_min:
             raise ValueError(
@@ -177,59 +391,53 @@ class PairGRPOConfig(GRPOConfig):
                 f"full-group suffix); got budget_ratio={self.budget_ratio!r}, "
                 f"pi_min={self.pi_min!r}"
             )
-        if self.design not in DESIGN_KINDS:
-            raise ValueError(f"design must be one of {DESIGN_KINDS}; got design={self.design!r}")
-        if self.edge_proxy not in EDGE_PROXIES:
-            raise ValueError(
-                f"edge_proxy must be one of {EDGE_PROXIES}; got edge_proxy={self.edge_proxy!r}"
-            )
         if self.edge_proxy != "disagreement":
             raise ValueError(
                 f"edge_proxy={self.edge_proxy!r} needs a score-norm or pair-energy predictor, "
                 f"which the trainer does not train yet; use edge_proxy='disagreement'"
             )
-        if self.weighting not in WEIGHTINGS:
-            raise ValueError(
-                f"weighting must be one of {WEIGHTINGS}; got weighting={self.weighting!r}"
-            )
-        if self.weighting == "clipped":
-            if self.w_max is None or not self.w_max > 0:
-                raise ValueError(
-                    f"weighting='clipped' needs w_max > 0 (the clip level of 1/rho); "
-                    f"got w_max={self.w_max!r}"
-                )
-        elif self.w_max is not None:
-            raise ValueError(
-                f"w_max is used only with weighting='clipped'; got w_max={self.w_max!r} with "
-                f"weighting={self.weighting!r}"
-            )
-        fixed = self.design in FIXED_SIZE_DESIGNS
+        # the core's rule and wording: positive finite w_max for clipping variants only
+        self.w_max = check_w_max(resolve_variant(self.weighting), self.w_max)
+        fixed = self.design in fixed_size_designs()
+        g = self.num_generations
+        # largest size affordable under every cost prediction (see design_size above); the
+        # relative 1e-12 absorbs the rounding of budget_ratio * G at exact integers
+        affordable = math.floor(g * self.budget_ratio * (1 + 1e-12))
         if self.design_size is not None:
+            n = self.design_size
             if not fixed:
                 raise ValueError(
-                    f"design_size applies only to fixed-size designs {FIXED_SIZE_DESIGNS}; got "
-                    f"design_size={self.design_size!r} with design={self.design!r}"
+                    f"design_size applies only to fixed-size designs {fixed_size_designs()}; "
+                    f"got design_size={n!r} with design={self.design!r}"
                 )
-            if not 2 <= self.design_size <= self.num_generations:
+            if not 2 <= n <= g:
                 raise ValueError(
-                    f"design_size must lie in [2, num_generations={self.num_generations}] (a "
-                    f"pair needs two completed candidates); got design_size={self.design_size!r}"
+                    f"design_size must lie in [2, num_generations={g}] (a pair needs two "
+                    f"completed candidates); got design_size={n!r}"
                 )
-            if self.num_generations * self.pi_min > self.design_size:
+            if g * self.pi_min > n * (1 + 1e-12):
                 raise ValueError(
-                    f"design_size={self.design_size} is below num_generations * pi_min = "
-                    f"{self.num_generations * self.pi_min:g}; no pi >= pi_min sums to it"
+                    f"design_size={n} is below num_generations * pi_min = "
+                    f"{g * self.pi_min:g}; no pi >= pi_min sums to it"
+                )
+            if n > affordable:
+                raise ValueError(
+                    f"design_size={n} is not affordable for every cost prediction: with equal "
+                    f"predicted costs (an untrained cost head) any pi with sum(pi) = n costs "
+                    f"n / num_generations of the full-group suffix, so design_size must be <= "
+                    f"floor(num_generations * budget_ratio) = floor({g} * "
+                    f"{self.budget_ratio:g}) = {affordable}. Lower design_size, raise "
+                    f"budget_ratio, or use design_size=None (size 'auto')"
                 )
         elif fixed:
-            # size "auto" (pairht.allocation.auto_size): n = floor(G * budget_ratio), which must
-            # reach max(2, ceil(G * pi_min)) for the budget to afford it
-            g = self.num_generations
+            # size "auto": with equal predicted costs the largest affordable size is
+            # floor(G * budget_ratio), which must reach max(2, ceil(G * pi_min))
             lower = max(2, math.ceil(g * self.pi_min - 1e-12))
-            if math.floor(g * self.budget_ratio * (1 + 1e-12)) < lower:
+            if affordable < lower:
                 raise ValueError(
-                    f"design={self.design!r} completes n = floor(num_generations * budget_ratio) "
-                    f"= {math.floor(g * self.budget_ratio)} candidates, below max(2, "
-                    f"ceil(num_generations * pi_min)) = {lower}: raise budget_ratio or "
+                    f"design={self.design!r} with equal predicted costs affords n = "
+                    f"floor(num_generations * budget_ratio) = {affordable} candidates, below "
+                    f"max(2, ceil(num_generations * pi_min)) = {lower}: raise budget_ratio or "
                     f"num_generations, or use design='bernoulli'"
                 )
         if self.anchor_pair and fixed:
@@ -237,19 +445,6 @@ class PairGRPOConfig(GRPOConfig):
                 f"anchor_pair=True is defined for the Bernoulli base design only; a fixed-size "
                 f"design already guarantees design_size >= 2 endpoints. Got anchor_pair=True "
                 f"with design={self.design!r}"
-            )
-        if not 0.0 < self.head_temperature_fraction <= 1.0:
-            raise ValueError(
-                f"head_temperature_fraction must lie in (0, 1]; got "
-                f"head_temperature_fraction={self.head_temperature_fraction!r}"
-            )
-        if not self.head_lr > 0:
-            raise ValueError(f"head_lr must be > 0; got head_lr={self.head_lr!r}")
-        if self.head_steps_per_update < 0 or self.head_batch_size < 1:
-            raise ValueError(
-                f"head_steps_per_update must be >= 0 and head_batch_size >= 1; got "
-                f"head_steps_per_update={self.head_steps_per_update!r}, "
-                f"head_batch_size={self.head_batch_size!r}"
             )
         if self.multi_objective_aggregation != "sum_then_normalize":
             raise ValueError(
@@ -287,7 +482,8 @@ class PairGRPOConfig(GRPOConfig):
                 "change the pair-HT estimator"
             )
 
-    def _check_exact(self) -> None:
+    def _check_exact(self, given: dict[str, Any]) -> None:
+        """``given``: values as the user passed them (TRL rewrites ``scale_rewards=True``)."""
         rules = [
             ("num_iterations", self.num_iterations == 1, "1 (one epoch: PPO ratios are 1)"),
             ("scale_rewards", self.scale_rewards == "none", "'none' (no standardisation)"),
@@ -316,7 +512,9 @@ class PairGRPOConfig(GRPOConfig):
         ]
         bad = [(name, want) for name, ok, want in rules if not ok]
         if bad:
-            got = ", ".join(f"{name}={getattr(self, name)!r}" for name, _ in bad)
+            got = ", ".join(
+                f"{name}={given.get(name, getattr(self, name))!r}" for name, _ in bad
+            )
             need = "; ".join(f"{name} must be {want}" for name, want in bad)
             raise ValueError(
                 f"mode='exact' makes the update equal to the pair-HT estimator, which needs: "

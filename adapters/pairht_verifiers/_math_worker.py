@@ -5,9 +5,16 @@ inputs hang inside C code no signal can interrupt (``\\boxed{9^{9^{9^9}}}`` eval
 370-million-digit integer). Here, in the worker's main thread, a ``setitimer`` soft limit
 stops pure-Python work cleanly; the parent kills the worker when even that does not return.
 
-Protocol: one JSON object per line on stdin ``{"gold": str, "pred": str, "timeout": float}``,
+Protocol: one JSON object per line on stdin ``{"gold": str, "pred": str, "timeout": float,
+"float_rounding": int | null}``,
 one per line on stdout ``{"match": bool, "pred_parsed": bool, "gold_parsed": bool}`` or
 ``{"timeout": true}`` or ``{"error": str}``. The first line written is ``{"ready": true}``.
+
+``float_rounding`` null (the default of :class:`~pairht_verifiers.MathVerifier`): every decimal
+number of both sides is replaced by the exact rational it denotes (``0.333333`` is
+``333333/10**6``) before math-verify compares them, so a float equals a value only when it is
+that value. An int ``d`` keeps math-verify's convention: when one side is a float, both are
+rounded to ``d`` decimals before comparing.
 """
 
 import json
@@ -23,6 +30,19 @@ class _SoftTimeout(BaseException):
 
 def _on_alarm(signum, frame):
     raise _SoftTimeout
+
+
+def _exact_decimals(expr):
+    """``expr`` with every sympy ``Float`` replaced by the rational its decimal text denotes."""
+    import sympy
+
+    if isinstance(expr, sympy.MatrixBase):
+        return expr.applyfunc(_exact_decimals)
+    if isinstance(expr, sympy.Basic):
+        # str(Float) prints the digits the parser kept (15 significant by default, more when
+        # the text had more), so Rational(str) is the decimal the completion wrote.
+        return expr.xreplace({f: sympy.Rational(str(f)) for f in expr.atoms(sympy.Float)})
+    return expr  # the parser's string forms
 
 
 def main():
@@ -44,7 +64,13 @@ def main():
             gold = parse("$" + req["gold"] + "$", parsing_timeout=None)
             pred = parse("\\boxed{" + req["pred"] + "}", extraction_config=latex_only,
                          parsing_timeout=None)
-            match = bool(gold and pred and verify(gold, pred, timeout_seconds=None))
+            rounding = req.get("float_rounding")
+            if rounding is None:
+                gold = [_exact_decimals(x) for x in gold]
+                pred = [_exact_decimals(x) for x in pred]
+                rounding = 6  # unused: no Float is left on either side
+            match = bool(gold and pred and verify(gold, pred, float_rounding=int(rounding),
+                                                   timeout_seconds=None))
             reply = {"match": match, "pred_parsed": bool(pred), "gold_parsed": bool(gold)}
         except _SoftTimeout:
             reply = {"timeout": True}

@@ -4,24 +4,32 @@ r"""Binary rewards for final math answers (PAIR paper, appendix "Data and contam
 plus exact string fallbacks. Any parser exception is a failed rollout." Here:
 
 1. the answer is the content of the last ``\boxed{}`` / ``\fbox{}`` (:func:`last_boxed`);
-   no box, an unclosed last box or an empty one gives reward 0;
+   no box, an unclosed last box or an empty one gives reward 0. With
+   ``answer_mode="last_number"`` it is instead the last number written in the completion
+   (:func:`last_number`), for small models that never write a box;
 2. exact string fallback: reward 1 when :func:`normalize_answer` of both sides agree;
 3. symbolic check with ``math-verify`` (``parse`` + ``verify``: sympy equality, sets,
-   intervals, equations, numeric comparison rounded to 6 decimals when one side is a float),
-   run in a worker process with a per-call time limit; a timeout or any exception is reward 0.
+   intervals, equations), run in a worker process with a per-call time limit; a timeout or any
+   exception is reward 0. Decimals are compared exactly by default (``float_rounding=None``:
+   ``0.333333`` is the rational ``333333/10**6``, not ``1/3``); ``float_rounding=d`` restores
+   math-verify's convention of rounding both sides to ``d`` decimals when one is a float.
 
 Every outcome is counted in :attr:`MathVerifier.stats`; nothing is raised for a bad
 completion. Only malformed *arguments* (not strings, mismatched lengths) raise ValueError.
 
 Known, documented verdicts of math-verify that differ from strict mathematics (see
-tests/verifiers/test_math_answers.py): a float within its 6-decimal rounding of a rational is
-accepted (``0.333333`` for ``1/3``), and a comma-separated list is compared as a set
-(``1,2`` matches ``2,1``), as MATH's "list all solutions" answers require.
+tests/verifiers/test_math_answers.py): a comma-separated list is compared as a set (``1,2``
+matches ``2,1``), as MATH's "list all solutions" answers require, and a percent sign is read like
+a unit (``50\%`` matches ``50`` and ``0.5``). With ``float_rounding=6`` (math-verify's own
+default) a float within its 6-decimal rounding of a value is also accepted (``0.333333`` for
+``1/3``, ``1.414214`` for ``\sqrt2``): a reward an RLVR policy can collect without solving the
+problem, hence not the default here.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import os
 import re
@@ -37,7 +45,11 @@ from pathlib import Path
 
 from pairht_verifiers.boxed import MalformedBoxError, last_boxed
 
-__all__ = ["MathVerifier", "math_reward", "math_reward_func", "normalize_answer"]
+__all__ = ["ANSWER_MODES", "MathVerifier", "last_number", "math_reward", "math_reward_func",
+           "normalize_answer"]
+
+#: Where the answer is read from: the last ``\boxed{}`` or the last number of the completion.
+ANSWER_MODES = ("boxed", "last_number")
 
 _WORKER = str(Path(__file__).with_name("_math_worker.py"))
 # The worker gets this much longer than the soft limit before it is killed (C-level hangs).
@@ -47,6 +59,28 @@ _START_TIMEOUT = 120.0
 _SPACING = re.compile(r"\\[,;:! ]|\\q?quad|~|\\displaystyle|\\left(?![a-zA-Z])|\\right(?![a-zA-Z])")
 _TEXT_WRAP = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox)\s*\{([^{}]*)\}")
 _DEGREE = re.compile(r"\^\s*\{?\\circ\}?")
+# An integer or decimal, optionally with comma thousands separators; a minus sign is a sign
+# only where it cannot be a subtraction or a hyphen (not after a word character or ")").
+_NUMBER = re.compile(r"(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|(?<!\d)\.\d+")
+
+
+def last_number(text: str) -> str | None:
+    r"""The last number written in ``text`` (thousands separators removed), or ``None``.
+
+    Integers and decimals, with an optional leading minus sign (``-5``; not the ``-`` of
+    ``3-5`` or ``step-5``) and comma thousands separators (``1,000`` gives ``1000``). LaTeX
+    structure is not read: in ``rac{1}{2}`` the last number is ``2``, so this mode suits
+    plain-text answers (GSM8K style), and ``answer_mode="boxed"`` suits LaTeX ones.
+
+    Examples
+    --------
+    >>> last_number("3 apples and 4 pears make 7. So the answer is 1,250.")
+    '1250'
+    >>> last_number("The change is -0.5 dollars") , last_number("from 3-5") , last_number("none")
+    ('-0.5', '5', None)
+    """
+    found = _NUMBER.findall(text)
+    return found[-1].replace(",", "") if found else None
 
 
 def normalize_answer(s: str) -> str:
@@ -114,10 +148,11 @@ class _Worker:
         line, _, self.buf = self.buf.partition(b"\n")
         return line
 
-    def ask(self, gold: str, pred: str, timeout: float) -> dict:
+    def ask(self, gold: str, pred: str, timeout: float, float_rounding: int | None) -> dict:
         if self.proc is None or self.proc.poll() is not None:
             self._start()
-        req = json.dumps({"gold": gold, "pred": pred, "timeout": timeout}) + "\n"
+        req = json.dumps({"gold": gold, "pred": pred, "timeout": timeout,
+                          "float_rounding": float_rounding}) + "\n"
         try:
             self.proc.stdin.write(req.encode())
             self.proc.stdin.flush()
@@ -153,17 +188,27 @@ class MathVerifier:
     ----------
     timeout : float
         Seconds allowed for the symbolic check of one (completion, answer) pair, parsing
-        included. Past it the pair scores 0 and counts as a timeout; a worker stuck in C code
-        is killed ``1 s`` later and restarted.
+        included: a finite positive number (``inf`` would remove the hang protection). Past it
+        the pair scores 0 and counts as a timeout; a worker stuck in C code is killed ``1 s``
+        later and restarted.
     processes : int
         Worker processes (pairs are checked concurrently across them).
+    float_rounding : int or None
+        ``None`` (default): decimals are compared exactly, as the rationals they denote
+        (``0.5 = 1/2`` and ``3.0 = 3`` score 1, ``0.333333`` against ``1/3`` scores 0). An int
+        ``d >= 0``: math-verify's numeric tolerance, both sides rounded to ``d`` decimals when
+        one of them is a float (math-verify's default is 6).
+    answer_mode : {"boxed", "last_number"}
+        ``"boxed"`` (default): the answer is the last ``\boxed{}``. ``"last_number"``: the last
+        number of the completion (:func:`last_number`), for models that never box an answer.
 
     Attributes
     ----------
     stats : collections.Counter
-        ``calls``, ``correct``, ``no_box``, ``parse_failures`` (unclosed or empty box, or
-        math-verify could not parse the boxed text), ``exceptions``, ``timeouts``,
-        ``string_matches`` and ``symbolic_matches`` (which check accepted the answer).
+        ``calls``, ``correct``, ``no_box`` (``"boxed"`` mode) or ``no_number``
+        (``"last_number"`` mode), ``parse_failures`` (unclosed or empty box, or math-verify
+        could not parse the answer), ``exceptions``, ``timeouts``, ``string_matches`` and
+        ``symbolic_matches`` (which check accepted the answer).
 
     Examples
     --------
@@ -172,15 +217,40 @@ class MathVerifier:
     [1.0, 1.0, 0.0]
     >>> v.stats["calls"], v.stats["no_box"], v.stats["correct"]
     (3, 1, 2)
+    >>> v([r"\boxed{0.333333}"], [r"\frac13"])  # exact by default
+    [0.0]
     >>> v.close()
+    >>> MathVerifier(answer_mode="last_number")(["So she pays 1,250 dollars."], [1250])
+    [1.0]
     """
 
-    def __init__(self, *, timeout: float = 5.0, processes: int = 1) -> None:
-        if not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds; got {timeout!r}")
-        if not isinstance(processes, int) or processes < 1:
+    def __init__(
+        self,
+        *,
+        timeout: float = 5.0,
+        processes: int = 1,
+        float_rounding: int | None = None,
+        answer_mode: str = "boxed",
+    ) -> None:
+        self.timeout = _check_timeout(timeout)
+        if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
             raise ValueError(f"processes must be a positive int; got {processes!r}")
-        self.timeout = float(timeout)
+        if float_rounding is not None and (
+            isinstance(float_rounding, bool)
+            or not isinstance(float_rounding, numbers.Integral)
+            or float_rounding < 0
+        ):
+            raise ValueError(
+                f"float_rounding must be None (exact comparison of decimals) or an int >= 0 "
+                f"(decimals both sides are rounded to when one is a float); got "
+                f"float_rounding={float_rounding!r}"
+            )
+        if answer_mode not in ANSWER_MODES:
+            raise ValueError(
+                f"answer_mode must be one of {ANSWER_MODES}; got answer_mode={answer_mode!r}"
+            )
+        self.float_rounding = None if float_rounding is None else int(float_rounding)
+        self.answer_mode = answer_mode
         self.processes = processes
         self.stats: Counter = Counter()
         self._lock = threading.Lock()
@@ -197,7 +267,7 @@ class MathVerifier:
                 self._idle_cv.wait()
             worker = self._idle.pop()
         try:
-            return worker.ask(gold, pred, self.timeout)
+            return worker.ask(gold, pred, self.timeout, self.float_rounding)
         except Exception as exc:  # the worker could not even start
             return {"error": repr(exc)}
         finally:
@@ -209,7 +279,10 @@ class MathVerifier:
         """Reward (0.0 or 1.0) of one completion against one reference answer."""
         self._count("calls")
         try:
-            pred = last_boxed(completion)
+            if self.answer_mode == "last_number":
+                pred = last_number(completion)
+            else:
+                pred = last_boxed(completion)
         except MalformedBoxError:
             self._count("parse_failures")
             return 0.0
@@ -217,7 +290,7 @@ class MathVerifier:
             self._count("exceptions")
             return 0.0
         if pred is None:
-            self._count("no_box")
+            self._count("no_number" if self.answer_mode == "last_number" else "no_box")
             return 0.0
         try:
             boxed_gold = last_boxed(answer)
@@ -277,6 +350,21 @@ class MathVerifier:
             pass
 
 
+def _check_timeout(timeout: object) -> float:
+    """A finite positive number of seconds (bool refused: ``True`` is not a duration)."""
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, numbers.Real)
+        or not math.isfinite(timeout)
+        or not timeout > 0
+    ):
+        raise ValueError(
+            f"timeout must be a finite positive number of seconds (it is the hang protection of "
+            f"the symbolic check); got timeout={timeout!r}"
+        )
+    return float(timeout)
+
+
 def _answer_text(a, i: int) -> str:
     if isinstance(a, str):
         return a
@@ -314,9 +402,16 @@ def _default_verifier() -> MathVerifier:
 
 
 def math_reward(
-    completions: Sequence, answers: Sequence[str], *, timeout: float = 5.0
+    completions: Sequence,
+    answers: Sequence[str],
+    *,
+    timeout: float = 5.0,
+    float_rounding: int | None = None,
+    answer_mode: str = "boxed",
 ) -> list[float]:
-    r"""Binary rewards for boxed final answers (one call to a fresh :class:`MathVerifier`).
+    r"""Binary rewards for final answers (one call to a fresh :class:`MathVerifier`).
+
+    ``timeout``, ``float_rounding`` and ``answer_mode`` are those of :class:`MathVerifier`.
 
     Use a long-lived :class:`MathVerifier` in a training loop: it keeps its worker process
     and its statistics across calls.
@@ -326,7 +421,7 @@ def math_reward(
     >>> math_reward([r"\boxed{2\sqrt{2}}", r"\boxed{3}"], [r"\sqrt{8}", "4"])
     [1.0, 0.0]
     """
-    v = MathVerifier(timeout=timeout)
+    v = MathVerifier(timeout=timeout, float_rounding=float_rounding, answer_mode=answer_mode)
     try:
         return v(completions, answers)
     finally:

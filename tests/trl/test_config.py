@@ -18,7 +18,7 @@ def make(**kw):
 
 
 def test_paper_defaults():
-    cfg = make()
+    cfg = make(max_completion_length=1024)  # long enough for the paper's tau and snap window
     assert (cfg.mode, cfg.tau, cfg.snap_window, cfg.budget_ratio, cfg.pi_min) == (
         "exact", 256, 32, 0.5, 0.08)
     assert (cfg.design, cfg.edge_proxy, cfg.covariance_term, cfg.weighting) == (
@@ -66,13 +66,14 @@ def test_exact_mode_refuses_practical_departures(kw, fields):
         (dict(pi_min=1.2), "pi_min must lie in"),
         (dict(pi_min=0.3, budget_ratio=0.2), "budget_ratio must be at least pi_min"),
         (dict(tau=0), "tau must be an int >= 1"),
-        (dict(tau=512), "tau must be smaller than max_completion_length"),
+        (dict(tau=512), "tau \\+ snap_window must be smaller than max_completion_length"),
         (dict(snap_window=-1), "snap_window must be an int >= 0"),
         (dict(design="poisson"), "design must be one of"),
         (dict(edge_proxy="energy"), "edge_proxy='energy' needs"),
         (dict(mode="practical", weighting="clipped"), "weighting='clipped' needs w_max"),
-        (dict(mode="practical", weighting="clipped", w_max=-1.0), "needs w_max > 0"),
-        (dict(w_max=10.0), "w_max is used only with weighting='clipped'"),
+        (dict(mode="practical", weighting="clipped", w_max=-1.0),
+         "w_max must be a positive finite number"),
+        (dict(w_max=10.0), "w_max is only used by clipping variants"),
         (dict(design="conditional_poisson", anchor_pair=True), "anchor_pair=True"),
         (dict(design_size=2), "design_size applies only to fixed-size"),
         (dict(design="conditional_poisson", design_size=5), r"design_size must lie in \[2"),
@@ -88,7 +89,7 @@ def test_exact_mode_refuses_practical_departures(kw, fields):
         (dict(use_vllm=True, vllm_importance_sampling_correction=False,
               vllm_tensor_parallel_size=2), "vllm_tensor_parallel_size"),
         (dict(head_temperature_fraction=0.0), "head_temperature_fraction"),
-        (dict(head_lr=0.0), "head_lr must be > 0"),
+        (dict(head_lr=0.0), "head_lr must be a finite number > 0"),
         (dict(multi_objective_aggregation="normalize_then_sum"), "multi_objective_aggregation"),
         (dict(use_vllm=True), "use_vllm=True"),
     ],
@@ -119,3 +120,169 @@ def test_import_is_lazy():
 
     assert pairht_trl.PairGRPOTrainer.__module__ == "pairht_trl.trainer"
     assert pairht_trl.AuditCallback.__module__ == "pairht_trl.audit_mode"
+
+
+# ---------------------------------------------------------------- issue 11, item 6
+# Values that used to be accepted and then failed later or meant something else.
+@pytest.mark.parametrize(
+    "kw,exc,match",
+    [
+        (dict(design="conditional_poisson", design_size=3.5), TypeError,
+         r"design_size must be an int or None; got design_size=3\.5"),
+        (dict(anchor_pair="no"), TypeError,
+         "anchor_pair must be True or False; got anchor_pair='no'"),
+        (dict(covariance_term="no"), TypeError, "covariance_term must be True or False"),
+        (dict(lagged_heads=1), TypeError, "lagged_heads must be True or False; got lagged_heads=1"),
+        (dict(design_seed="abc"), TypeError,
+         "design_seed must be an int or None; got design_seed='abc'"),
+        (dict(design_seed=-1), ValueError, "design_seed must be an int >= 0"),
+        (dict(head_steps_per_update=2.5), TypeError, "head_steps_per_update must be an int"),
+        (dict(head_batch_size=64.0), TypeError,
+         "head_batch_size must be an int; got head_batch_size=64.0"),
+        (dict(head_width="256"), TypeError, "head_width must be an int"),
+        (dict(mode="practical", weighting="clipped", w_max=float("inf")), ValueError,
+         "w_max must be a positive finite number; got inf"),
+        (dict(head_lr=float("inf")), ValueError,
+         "head_lr must be a finite number > 0; got head_lr=inf"),
+        (dict(head_lr=float("nan")), ValueError, "head_lr must be a finite number > 0"),
+        (dict(budget_ratio="0.5"), TypeError,
+         "budget_ratio must be a real number; got budget_ratio='0.5'"),
+        (dict(pi_min=float("nan")), ValueError, r"pi_min must lie in \(0, 1\]; got pi_min=nan"),
+        (dict(tau=256, max_completion_length=280), ValueError,
+         "tau \\+ snap_window must be smaller than max_completion_length .*got tau=256, "
+         "snap_window=32, max_completion_length=280"),
+        (dict(design=3), ValueError, r"design must be one of .* pairht\.designs\.DESIGNS"),
+        (dict(mode="practical", weighting="marginal_only"), ValueError, "weighting must be one of"),
+        # TRL's own bool fields too: "no" would switch vLLM on
+        (dict(use_vllm="no"), TypeError, "use_vllm must be True or False"),
+        (dict(mask_truncated_completions="False"), TypeError, "mask_truncated_completions must be"),
+    ],
+)
+def test_every_field_is_checked_at_construction_with_its_name(kw, exc, match):
+    with pytest.raises(exc, match=match):
+        make(**kw)
+
+
+def test_bool_fields_of_pair_and_trl_are_all_checked():
+    import dataclasses
+    import typing
+
+    from pairht_trl.config import _bool_fields
+
+    hints = typing.get_type_hints(PairGRPOConfig)
+    annotated = {f.name for f in dataclasses.fields(PairGRPOConfig) if hints[f.name] is bool}
+    assert {"anchor_pair", "covariance_term", "lagged_heads", "use_vllm"} <= annotated
+    assert set(_bool_fields(PairGRPOConfig)) == annotated
+    for name in sorted(annotated):
+        with pytest.raises(TypeError, match=f"{name} must be True or False"):
+            make(**{name: "yes"})
+
+
+def test_integral_and_real_values_are_normalised():
+    import numpy as np
+
+    cfg = make(design="conditional_poisson", design_size=np.int64(2), budget_ratio=np.float32(0.5),
+               head_batch_size=np.int32(64), design_seed=np.uint8(3))
+    assert type(cfg.design_size) is int and type(cfg.head_batch_size) is int
+    assert type(cfg.design_seed) is int and type(cfg.budget_ratio) is float
+
+
+@pytest.mark.parametrize("g,ratio,largest", [(8, 0.5, 4), (8, 0.6, 4), (5, 0.7, 3), (6, 1.0, 6),
+                                             (10, 0.3, 3)])
+def test_explicit_design_size_must_be_affordable_at_equal_costs(g, ratio, largest):
+    """n <= floor(budget_ratio * G): exactly the sizes the allocator affords at equal costs."""
+    import numpy as np
+
+    from pairht.allocation import allocate
+
+    base = dict(num_generations=g, per_device_train_batch_size=g, design="conditional_poisson",
+                budget_ratio=ratio, pi_min=0.05)
+    make(**base, design_size=largest)
+    if largest < g:
+        with pytest.raises(ValueError, match=rf"design_size={largest + 1} is not affordable .*"
+                                             rf"floor\(num_generations \* budget_ratio\) = .* = "
+                                             rf"{largest}\."):
+            make(**base, design_size=largest + 1)
+    # the rule is the allocator's: at equal costs (an untrained cost head) the budget
+    # ratio * sum(c) affords `largest` and not one more
+    c = np.full(g, 7.0)
+    allocate(np.linspace(0.1, 0.9, g), c, ratio * c.sum(), pi_min=0.05, size=largest)
+    if largest < g:
+        with pytest.raises(ValueError, match="infeasible"):
+            allocate(np.linspace(0.1, 0.9, g), c, ratio * c.sum(), pi_min=0.05, size=largest + 1)
+
+
+def test_issue_example_six_of_eight_at_half_budget_is_refused():
+    with pytest.raises(ValueError, match="design_size=6 is not affordable"):
+        make(num_generations=8, per_device_train_batch_size=8, design="conditional_poisson",
+             design_size=6)
+
+
+def test_names_come_from_the_core_registries():
+    from pairht.allocation.proxies import PROXY_KINDS
+    from pairht.designs import DESIGNS
+    from pairht.estimators import VARIANTS
+    from pairht_trl import config
+
+    assert set(config.design_kinds()) == set(DESIGNS)
+    assert set(config.fixed_size_designs()) == {k for k, c in DESIGNS.items() if c.fixed_size}
+    assert config.edge_proxies() == tuple(PROXY_KINDS)
+    assert set(config.weightings()) == {k for k, v in VARIANTS.items() if not v.needs_pi}
+    assert config.DESIGN_KINDS == config.design_kinds()  # the import-time view is current
+    for kind in DESIGNS:
+        if not DESIGNS[kind].fixed_size:
+            make(design=kind)
+        else:
+            make(design=kind, design_size=2)
+    make(mode="practical", weighting="unweighted")
+
+
+# ---------------------------------------------------------------- issue 11, item 9
+@pytest.mark.parametrize(
+    "length,tau,snap",
+    [(64, 16, 8), (128, 32, 16), (256, 64, 32), (512, 128, 32), (1024, 256, 32), (4096, 256, 32),
+     (8, 2, 1), (4, 1, 0)],
+)
+def test_default_tau_and_snap_window_scale_with_the_completion_length(length, tau, snap):
+    cfg = make(max_completion_length=length)
+    assert (cfg.tau, cfg.snap_window) == (tau, snap)
+    assert cfg.tau + cfg.snap_window < length
+
+
+def test_trl_default_lengths_need_no_pair_argument():
+    # the old default tau=256 was refused at every max_completion_length <= 256
+    for length in (128, 256):
+        make(max_completion_length=length)
+    trl_default = PairGRPOConfig(output_dir="unused", report_to=[], use_cpu=True,
+                                 num_generations=4, per_device_train_batch_size=4)
+    assert trl_default.tau + trl_default.snap_window < trl_default.max_completion_length
+
+
+def test_changed_trl_defaults_are_logged_once_at_info(caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="pairht_trl"):
+        make()
+    lines = [r.getMessage() for r in caplog.records if r.name == "pairht_trl"]
+    assert len(lines) == 1 and caplog.records[0].levelno == logging.INFO
+    assert "loss_type='dapo' -> 'dr_grpo'" in lines[0]
+    assert "scale_rewards='group' -> 'none'" in lines[0]
+    assert "num_iterations" not in lines[0]  # exact mode keeps TRL's 1
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="pairht_trl"):
+        make(mode="practical")
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "pairht_trl"]
+    assert "num_iterations=1 -> 2" in line and "loss_type='dapo' -> 'dr_grpo'" in line
+    assert "scale_rewards" not in line  # practical mode keeps TRL's 'group'
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="pairht_trl"):
+        make(loss_type="dr_grpo", scale_rewards="none")  # chosen explicitly: nothing to report
+    assert not [r for r in caplog.records if r.name == "pairht_trl"]
+
+
+def test_exact_mode_error_shows_the_value_the_user_passed():
+    with pytest.raises(ValueError, match=r"Got scale_rewards=True\.") as info:
+        make(scale_rewards=True)
+    assert "'group'" not in str(info.value).split("Got")[1]

@@ -13,6 +13,7 @@ import pytest
 from pairht_verifiers import math_answers
 from pairht_verifiers.math_answers import (
     MathVerifier,
+    last_number,
     math_reward,
     math_reward_func,
     normalize_answer,
@@ -28,6 +29,9 @@ CASES = [
     (r"\boxed{2/4}", r"\frac{1}{2}", 1, "unreduced fraction, same value"),
     (r"\boxed{\frac{1}{3}}", "0.5", 0, "different value"),
     (r"\boxed{0.33}", r"\frac13", 0, "0.33 != 1/3"),
+    (r"\boxed{0.333333}", r"\frac13", 0, "0.333333 != 1/3 (exact decimals by default)"),
+    (r"\boxed{1.414214}", r"\sqrt{2}", 0, "a rounded sqrt(2) is not sqrt(2)"),
+    (r"\boxed{0.25}", r"\frac{1}{4}", 1, "0.25 = 1/4 exactly"),
     (r"\boxed{\sqrt{8}}", r"2\sqrt{2}", 1, "radical simplification"),
     (r"\boxed{\sqrt{2}/2}", r"\frac{\sqrt{2}}{2}", 1, "radical over 2"),
     (r"\boxed{\frac{1}{\sqrt{2}}}", r"\frac{\sqrt{2}}{2}", 1, "rationalised denominator"),
@@ -85,9 +89,6 @@ CASES = [
 # math-verify conventions that strict mathematics would judge otherwise; kept, and pinned
 # here so a change of behaviour is noticed. (completion, answer, math-verify's verdict, why)
 DOCUMENTED = [
-    (r"\boxed{0.333333}", r"\frac13", 1,
-     "floats are compared after rounding to 6 decimals (float_rounding=6), so a 6-decimal "
-     "approximation of 1/3 counts; 0.33 does not (see the table)"),
     (r"\boxed{1,2}", "2,1", 1,
      "comma lists are parsed as sets: MATH's 'enter all solutions, separated by commas'"),
     (r"\boxed{50\%}", "50", 1,
@@ -228,7 +229,7 @@ def test_numeric_answer_column(verifier):
         (lambda v: v(["a"], [None]), r"answers\[0\] must be a str or a number"),
         (lambda v: v(["a"], [True]), r"answers\[0\] must be a str or a number"),
         (lambda v: v([3], ["1"]), r"completions\[0\] must be a str"),
-        (lambda v: MathVerifier(timeout=0), "timeout must be a positive"),
+        (lambda v: MathVerifier(timeout=0), "timeout must be a finite positive"),
         (lambda v: MathVerifier(processes=0), "processes must be a positive int"),
     ],
 )
@@ -251,3 +252,104 @@ def test_import_does_not_pull_torch_or_sympy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+
+# ---------------------------------------------------------------- issue 11, item 8
+# (completion, answer, verdict with exact decimals, verdict with math-verify's float_rounding=6)
+NUMERIC = [
+    (r"\boxed{0.333333}", r"\frac13", 0, 1),
+    (r"\boxed{1.414214}", r"\sqrt{2}", 0, 1),
+    (r"\boxed{0.3333333333333333333}", r"\frac13", 0, 1),
+    (r"\boxed{0.33}", r"\frac13", 0, 0),
+    (r"\boxed{0.5}", r"\frac12", 1, 1),
+    (r"\boxed{3.0}", "3", 1, 1),
+    (r"\boxed{-0.75}", r"-\frac34", 1, 1),
+    (r"\boxed{1.5\times 10^{3}}", "1500", 1, 1),
+    (r"\boxed{(1.0, 2]}", "(1,2]", 1, 1),
+]
+
+
+@pytest.mark.parametrize(("completion", "answer", "exact", "rounded"), NUMERIC,
+                         ids=[n[0] for n in NUMERIC])
+def test_decimals_are_exact_by_default_and_rounded_only_on_request(completion, answer, exact,
+                                                                    rounded):
+    exact_v, rounded_v = MathVerifier(), MathVerifier(float_rounding=6)
+    try:
+        assert exact_v.score(completion, answer) == float(exact)
+        assert rounded_v.score(completion, answer) == float(rounded)
+    finally:
+        exact_v.close()
+        rounded_v.close()
+
+
+def test_float_rounding_is_the_number_of_decimals():
+    v2, v8 = MathVerifier(float_rounding=2), MathVerifier(float_rounding=8)
+    try:
+        # 0.333333 and 1/3 agree to 2 and to 6 decimals, not to 8
+        assert v2.score(r"\boxed{0.333333}", r"\frac13") == 1.0
+        assert v8.score(r"\boxed{0.333333}", r"\frac13") == 0.0
+    finally:
+        v2.close()
+        v8.close()
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), True, float("nan"), -1.0, "5", None])
+def test_timeout_must_be_a_finite_positive_number(timeout):
+    with pytest.raises(ValueError, match=r"timeout must be a finite positive number .*got "
+                                         r"timeout="):
+        MathVerifier(timeout=timeout)
+    with pytest.raises(ValueError, match="timeout must be a finite positive number"):
+        math_reward([r"\boxed{1}"], ["1"], timeout=timeout)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        (dict(float_rounding=-1), "float_rounding must be None .* or an int >= 0"),
+        (dict(float_rounding=True), "float_rounding must be None"),
+        (dict(float_rounding=6.0), "float_rounding must be None"),
+        (dict(answer_mode="number"), r"answer_mode must be one of \('boxed', 'last_number'\)"),
+        (dict(processes=True), "processes must be a positive int"),
+    ],
+)
+def test_bad_settings_raise_naming_the_setting(kw, match):
+    with pytest.raises(ValueError, match=match):
+        MathVerifier(**kw)
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("The answer is 42", "42"),
+        ("She pays $1,250.", "1250"),
+        ("first 3, then 4.5 and finally -7", "-7"),
+        ("a difference of 3-5 is", "5"),
+        ("step-2 is done", "2"),
+        ("about .5 of it", ".5"),
+        (r"\frac{1}{2}", "2"),
+        ("no digits here", None),
+        ("", None),
+        ("x = -0.25.", "-0.25"),
+        ("12345 items", "12345"),
+    ],
+)
+def test_last_number_extraction(text, number):
+    assert last_number(text) == number
+
+
+def test_last_number_mode_scores_unboxed_answers():
+    v = MathVerifier(answer_mode="last_number")
+    try:
+        completions = ["6 times 7 is 42", "so 1,000 in total.", "I think 41", "no idea",
+                       r"it is \boxed{42} and 43", "the answer is 0.5", "the answer is 0.333333",
+                       "-3 degrees"]
+        answers = ["42", "1000", "42", "42", "42", r"\frac12", r"\frac13", -3]
+        assert v(completions, answers) == [1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0]
+        assert v.stats["no_number"] == 1 and v.stats["no_box"] == 0
+        assert v.stats["correct"] == 4
+    finally:
+        v.close()
+    # the default mode still needs a box
+    assert math_reward(["6 times 7 is 42"], ["42"]) == [0.0]
+    assert math_reward(["6 times 7 is 42"], ["42"], answer_mode="last_number") == [1.0]
