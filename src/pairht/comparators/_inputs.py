@@ -1,0 +1,180 @@
+r"""What the comparators read from a step's inputs, and the group-size design they share.
+
+Comparators accept any object with the attributes of ``pairht.step.StepInputs`` (``p_hat``,
+``c_hat``, ``finished``, ``budget``, ``history``), so they run before and after that module
+exists. A prompt-level decision "continue ``k_b`` of the ``U_b`` unfinished candidates" is
+expressed over the ``G`` candidates as simple random sampling without replacement (SRSWOR):
+
+.. math:: \pi_i = k_b / U_b,\qquad
+          \rho_{ij} = \frac{k_b (k_b - 1)}{U_b (U_b - 1)}\ (i \ne j \text{ unfinished}),
+
+finished candidates in with probability 1 (their joint with ``j`` is ``pi_j``). ``k_b = U_b``
+gives ``pi = 1`` and ``k_b = 0`` gives ``pi = 0`` (deterministic cases).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from pairht._validation import (
+    RNGLike,
+    as_generator,
+    as_real_array,
+    check_finite,
+    check_probabilities,
+)
+
+
+class StepInputsLike(Protocol):
+    """The attributes of ``pairht.step.StepInputs`` the comparators read."""
+
+    p_hat: np.ndarray
+    c_hat: np.ndarray
+    finished: np.ndarray
+    budget: np.ndarray
+    history: Any
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Validated arrays of one batch: ``B`` prompts by ``G`` candidates."""
+
+    p_hat: np.ndarray      # (B, G)
+    c_hat: np.ndarray      # (B, G)
+    finished: np.ndarray   # (B, G) bool
+    budget: np.ndarray     # (B,)
+
+    @property
+    def unfinished(self) -> np.ndarray:
+        """``U_b``: number of unfinished candidates per prompt."""
+        return (~self.finished).sum(axis=1)
+
+    @property
+    def n_finished(self) -> np.ndarray:
+        """``F_b``: number of finished (free, always included) candidates per prompt."""
+        return self.finished.sum(axis=1)
+
+
+def read_batch(inputs: StepInputsLike) -> Batch:
+    """Validate the arrays of ``inputs`` (shapes, ranges) into a :class:`Batch`."""
+    p = check_probabilities("inputs.p_hat", inputs.p_hat)
+    if p.ndim != 2 or p.shape[1] < 2:
+        raise ValueError(f"inputs.p_hat must have shape (B, G) with G >= 2; got {p.shape}")
+    c = as_real_array("inputs.c_hat", inputs.c_hat)
+    fin = np.asarray(inputs.finished)
+    if fin.dtype != bool:
+        raise TypeError(f"inputs.finished must be a bool array; got dtype {fin.dtype}")
+    for name, arr in (("inputs.c_hat", c), ("inputs.finished", fin)):
+        if arr.shape != p.shape:
+            raise ValueError(f"{name} must have the shape of inputs.p_hat {p.shape}; "
+                             f"got {arr.shape}")
+    bad = (~fin) & ~(np.isfinite(c) & (c > 0))
+    if bad.any():
+        b, i = np.argwhere(bad)[0]
+        raise ValueError(f"inputs.c_hat must be finite and > 0 on unfinished candidates; "
+                         f"inputs.c_hat[{b}, {i}] = {c[b, i]!r}")
+    c = np.where(fin, 0.0, c)  # finished: nothing left to generate (may be NaN on input)
+    bud = check_finite("inputs.budget", inputs.budget)
+    if bud.shape != (p.shape[0],):
+        raise ValueError(f"inputs.budget must have shape (B,) = ({p.shape[0]},); got {bud.shape}")
+    if np.any(bud < 0):
+        raise ValueError(f"inputs.budget must be >= 0; got min {bud.min()!r}")
+    return Batch(p, c, fin, bud)
+
+
+def read_history(inputs: StepInputsLike, B: int, *, required: bool = True
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """Return ``(successes, trials, features)`` from ``inputs.history`` (validated).
+
+    ``history`` is a mapping with ``"successes"`` and ``"trials"`` (``(B,)``, ``0 <= s <= t``)
+    and optionally ``"features"`` (``(B, d)``, prompt features for the GP of VIP).
+    """
+    hist = getattr(inputs, "history", None)
+    if hist is None or "successes" not in hist or "trials" not in hist:
+        if not required:
+            return None
+        raise ValueError(
+            "inputs.history must hold per-prompt 'successes' and 'trials' arrays of shape (B,) "
+            "for a prompt-level comparator (they are its only source of difficulty); got "
+            f"{None if hist is None else sorted(hist)}")
+    s = check_finite("history['successes']", hist["successes"])
+    t = check_finite("history['trials']", hist["trials"])
+    for name, arr in (("history['successes']", s), ("history['trials']", t)):
+        if arr.shape != (B,):
+            raise ValueError(f"{name} must have shape ({B},); got {arr.shape}")
+    if np.any(s < 0) or np.any(s > t):
+        b = int(np.argmax((s < 0) | (s > t)))
+        raise ValueError(f"history must satisfy 0 <= successes <= trials; prompt {b} has "
+                         f"successes = {s[b]!r}, trials = {t[b]!r}")
+    feats = hist.get("features") if hasattr(hist, "get") else None
+    if feats is not None:
+        feats = check_finite("history['features']", feats)
+        if feats.ndim != 2 or feats.shape[0] != B:
+            raise ValueError(f"history['features'] must have shape ({B}, d); got {feats.shape}")
+    return s, t, feats
+
+
+def rollout_budget(batch: Batch, rollout_budget: int | None) -> int:
+    r"""Total number of continuations the batch may buy.
+
+    ``rollout_budget`` if given, else ``floor(sum_b budget_b / cbar)`` with ``cbar`` the mean
+    predicted suffix cost over all unfinished candidates of the batch: the prompt-level
+    comparators count rollouts (as their papers do), and this converts the step's token budget
+    at the batch's average rollout cost.
+    """
+    if rollout_budget is not None:
+        if isinstance(rollout_budget, bool) or not isinstance(rollout_budget, (int, np.integer)):
+            raise TypeError(f"rollout_budget must be an int; got {rollout_budget!r}")
+        if rollout_budget < 0:
+            raise ValueError(f"rollout_budget must be >= 0; got {rollout_budget}")
+        return int(rollout_budget)
+    unf = ~batch.finished
+    if not unf.any():
+        return 0
+    cbar = float(batch.c_hat[unf].mean())
+    return int(np.floor(batch.budget.sum() / cbar + 1e-9))
+
+
+def srswor_pi(k: np.ndarray, finished: np.ndarray) -> np.ndarray:
+    """``(B, G)`` inclusion probabilities of continuing ``k_b`` of the unfinished by SRSWOR."""
+    U = (~finished).sum(axis=1)
+    frac = np.divide(k, U, out=np.zeros(k.shape, dtype=float), where=U > 0)
+    return np.where(finished, 1.0, frac[:, None])
+
+
+def srswor_joint(k: np.ndarray, finished: np.ndarray) -> np.ndarray:
+    r"""``(B, G, G)`` exact ``rho_ij`` of SRSWOR of ``k_b`` among the unfinished, finished in."""
+    U = (~finished).sum(axis=1).astype(float)
+    pi = srswor_pi(k, finished)
+    pair = np.divide(k * (k - 1.0), U * (U - 1.0), out=np.zeros(U.shape), where=U > 1)
+    unf = ~finished
+    both = unf[:, :, None] & unf[:, None, :]
+    joint = np.where(both, pair[:, None, None], pi[:, :, None] * pi[:, None, :])
+    G = finished.shape[1]
+    diag = np.arange(G)
+    joint[:, diag, diag] = pi
+    return joint
+
+
+def srswor_sample(k: np.ndarray, finished: np.ndarray, rng: RNGLike = None) -> np.ndarray:
+    """Draw the ``(B, G)`` mask: all finished, plus ``k_b`` unfinished uniformly without
+    replacement."""
+    gen = as_generator(rng)
+    mask = finished.copy()
+    for b in range(finished.shape[0]):
+        idx = np.flatnonzero(~finished[b])
+        if k[b] > 0:
+            mask[b, gen.choice(idx, size=int(k[b]), replace=False)] = True
+    return mask
+
+
+def check_k(k: np.ndarray, finished: np.ndarray) -> None:
+    """Raise ``ValueError`` unless ``0 <= k_b <= U_b``."""
+    U = (~finished).sum(axis=1)
+    if np.any(k < 0) or np.any(k > U):
+        b = int(np.argmax((k < 0) | (k > U)))
+        raise ValueError(f"k must satisfy 0 <= k_b <= U_b (unfinished candidates); prompt {b} "
+                         f"has k = {k[b]}, U = {U[b]}")

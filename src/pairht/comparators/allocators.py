@@ -1,0 +1,260 @@
+r"""The comparators as allocator objects of ``pairht.step``'s registry, and a standalone plan.
+
+Each allocator is one small object with a ``name`` and
+``pi(inputs, **options) -> (pi, info)``: ``pi`` is ``(B, G)`` over all candidates (finished
+= 1) and ``info`` holds per-prompt ``status`` and ``converged`` plus what the method decided
+(``k``: continuations per prompt, ``joint``: the exact ``rho`` of the design the comparator
+means, ``design``). :data:`COMPARATORS` maps names to objects; :func:`register_comparators`
+adds them to ``pairht.step.ALLOCATORS`` when that module is importable.
+
+What each estimator is unbiased for (``G``-candidate complete pair target ``g_pair`` of each
+group; see ``docs/comparators.md``):
+
+* ``vip``, ``hora``, ``duet`` - SRSWOR of ``k_b`` of the ``U_b`` unfinished candidates (use
+  ``design="conditional_poisson"`` in the step, which with equal ``pi`` *is* SRSWOR, or
+  :func:`comparator_plan`): the pair-HT estimator is exactly unbiased for ``g_pair`` iff every
+  ``rho_ij > 0``, i.e. ``k_b >= min(2, U_b)`` (VIP and DUET enforce it by default; HORA's
+  paper rule allows ``k_b = 0``, reported as ``info["all_pairs_positive"]``).
+* ``dppo`` - no generation saved (``pi = 1``); its pruning after rewards
+  (:mod:`pairht.comparators.dppo`) is unbiased for the full-batch gradient.
+* ``pair_joint`` - Bernoulli design at the two-level PAIR allocation: exactly unbiased for
+  ``g_pair`` (``pi >= pi_min``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pairht._validation import RNGLike, as_generator
+from pairht.comparators._inputs import (
+    StepInputsLike,
+    read_batch,
+    read_history,
+    rollout_budget,
+    srswor_joint,
+    srswor_pi,
+    srswor_sample,
+)
+from pairht.comparators.duet import informativeness, proportional_counts
+from pairht.comparators.gp import gp_success_probability
+from pairht.comparators.hora import hora_extra_rollouts
+from pairht.comparators.joint import pair_joint_allocate
+from pairht.comparators.vip import vip_group_sizes
+
+
+def _no_size(name: str, size: Any) -> None:
+    if size is not None:
+        raise ValueError(f"size must be None for allocator {name!r}: it decides the number of "
+                         f"continuations per prompt itself; got size={size!r}")
+
+
+def _unspent(batch: Any, pi: np.ndarray) -> np.ndarray:
+    """Per-prompt ``budget_b - sum_u c_i pi_i``; a prompt-level comparator shares the batch's
+    budget, so one prompt's entry can be negative while the batch's sum is not."""
+    return batch.budget - np.where(batch.finished, 0.0, batch.c_hat * pi).sum(axis=1)
+
+
+def _prompt_info(batch: Any, k: np.ndarray, **extra: Any) -> dict[str, Any]:
+    finished = batch.finished
+    U = (~finished).sum(axis=1)
+    B = k.shape[0]
+    return {"status": np.where(U == 0, "all_finished", "optimal"),
+            "converged": np.ones(B, dtype=bool), "k": k,
+            "joint": srswor_joint(k, finished), "design": "srswor",
+            "unspent_budget": _unspent(batch, srswor_pi(k, finished)),
+            "all_pairs_positive": k >= np.minimum(2, U), **extra}
+
+
+class VIPAllocator:
+    """VIP (arXiv 2602.01601): GP success prediction + exact variance-minimising group sizes.
+
+    Options: ``rollout_budget`` (int; default from the token budget), ``model``
+    (``"inverse"``, ``"rloo"``, ``"dr_grpo"``), ``min_group`` (2), ``signal_var``,
+    ``lengthscale``. Needs ``inputs.history`` (``successes``, ``trials``, optional
+    ``features``).
+    """
+
+    name = "vip"
+
+    def pi(self, inputs: StepInputsLike, *, rollout_budget: int | None = None,
+           model: str = "inverse", min_group: int = 2, signal_var: float = 1.0,
+           lengthscale: float | None = None, pi_min: float = 0.08, size: Any = None,
+           proxy: str = "disagreement", covariance_term: bool = True,
+           ) -> tuple[np.ndarray, dict[str, Any]]:
+        _no_size(self.name, size)
+        batch = read_batch(inputs)
+        s, t, feats = read_history(inputs, batch.p_hat.shape[0])  # type: ignore[misc]
+        p, _var = gp_success_probability(s, t, feats, signal_var=signal_var,
+                                         lengthscale=lengthscale)
+        N = rollout_budget_of(batch, rollout_budget)
+        k = vip_group_sizes(p, batch.n_finished, batch.unfinished, N, model=model,  # type: ignore[arg-type]
+                            min_group=min_group)
+        return srswor_pi(k, batch.finished), _prompt_info(batch, k, p_pred=p, rollout_budget=N)
+
+
+class HORAAllocator:
+    """HORA (arXiv 2605.07114): exact maximiser of total posterior hit utility.
+
+    Options: ``rollout_budget``, ``min_rollouts`` (0, the paper's rule; 2 for pair
+    positivity). Needs ``inputs.history``.
+    """
+
+    name = "hora"
+
+    def pi(self, inputs: StepInputsLike, *, rollout_budget: int | None = None,
+           min_rollouts: int = 0, pi_min: float = 0.08, size: Any = None,
+           proxy: str = "disagreement", covariance_term: bool = True,
+           ) -> tuple[np.ndarray, dict[str, Any]]:
+        _no_size(self.name, size)
+        batch = read_batch(inputs)
+        s, t, _f = read_history(inputs, batch.p_hat.shape[0])  # type: ignore[misc]
+        N = rollout_budget_of(batch, rollout_budget)
+        if isinstance(min_rollouts, bool) or not isinstance(min_rollouts, (int, np.integer)) \
+                or min_rollouts < 0:
+            raise ValueError(f"min_rollouts must be an int >= 0; got {min_rollouts!r}")
+        lower = np.minimum(batch.unfinished, int(min_rollouts))
+        k = hora_extra_rollouts(s, t, batch.unfinished, N, lower=lower)
+        return srswor_pi(k, batch.finished), _prompt_info(batch, k, rollout_budget=N)
+
+
+class DUETAllocator:
+    """DUET (arXiv 2605.08441), phase 1: rollouts proportional to the surrogate ``pbar(1-pbar)``.
+
+    Options: ``rollout_budget``, ``min_group`` (2: each group, finished candidates included,
+    has at least two members where it can). Uses ``inputs.history`` when present,
+    else the mean ``p_hat`` of each group. The marker-gated abort (phase 2) is
+    :func:`duet_abort` on the realised plan.
+    """
+
+    name = "duet"
+
+    def pi(self, inputs: StepInputsLike, *, rollout_budget: int | None = None,
+           min_group: int = 2, pi_min: float = 0.08, size: Any = None,
+           proxy: str = "disagreement", covariance_term: bool = True,
+           ) -> tuple[np.ndarray, dict[str, Any]]:
+        _no_size(self.name, size)
+        batch = read_batch(inputs)
+        hist = read_history(inputs, batch.p_hat.shape[0], required=False)
+        s, t = (hist[0], hist[1]) if hist is not None else (None, None)
+        u = informativeness(s, t, batch.p_hat)
+        N = rollout_budget_of(batch, rollout_budget)
+        if isinstance(min_group, bool) or not isinstance(min_group, (int, np.integer)) \
+                or min_group < 0:
+            raise ValueError(f"min_group must be an int >= 0; got {min_group!r}")
+        lower = np.minimum(batch.unfinished, np.maximum(0, min_group - batch.n_finished))
+        k = proportional_counts(u, batch.unfinished, N, lower=lower)
+        return srswor_pi(k, batch.finished), _prompt_info(batch, k, surrogate=u,
+                                                          rollout_budget=N)
+
+
+class DPPOAllocator:
+    """DPPO (arXiv 2603.04135): every candidate is completed (``pi = 1``); pruning happens
+    after rewards, with :func:`~pairht.comparators.dppo.dppo_keep_probabilities`."""
+
+    name = "dppo"
+
+    def pi(self, inputs: StepInputsLike, *, pi_min: float = 0.08, size: Any = None,
+           proxy: str = "disagreement", covariance_term: bool = True,
+           ) -> tuple[np.ndarray, dict[str, Any]]:
+        _no_size(self.name, size)
+        batch = read_batch(inputs)
+        B, G = batch.p_hat.shape
+        pi = np.ones((B, G))
+        return pi, {"status": np.full(B, "full"), "converged": np.ones(B, dtype=bool),
+                    "joint": np.ones((B, G, G)), "design": "full",
+                    "unspent_budget": _unspent(batch, pi),
+                    "all_pairs_positive": np.ones(B, dtype=bool)}
+
+
+class PairJointAllocator:
+    """``pair_joint``: the batch budget ``sum(inputs.budget)`` split across prompts by their
+    PAIR value curves, then PAIR within each group (Bernoulli design).
+
+    Options: ``pi_min`` (0.08), ``grid`` (64), ``proxy``, ``covariance_term``.
+    """
+
+    name = "pair_joint"
+
+    def pi(self, inputs: StepInputsLike, *, pi_min: float = 0.08, grid: int = 64,
+           proxy: str = "disagreement", covariance_term: bool = True, size: Any = None,
+           ) -> tuple[np.ndarray, dict[str, Any]]:
+        _no_size(self.name, size)
+        batch = read_batch(inputs)
+        res = pair_joint_allocate(batch.p_hat, batch.c_hat, batch.finished,
+                                  float(batch.budget.sum()), pi_min=pi_min, grid=grid,
+                                  proxy=proxy, covariance_term=covariance_term)
+        joint = res.pi[:, :, None] * res.pi[:, None, :]
+        G = res.pi.shape[1]
+        joint[:, np.arange(G), np.arange(G)] = res.pi
+        return res.pi, {"status": res.status, "converged": res.converged, "joint": joint,
+                        "design": "bernoulli", "prompt_budget": res.budgets,
+                        "unspent_budget": _unspent(batch, res.pi),
+                        "objective": res.objective, "grid_step": res.delta,
+                        "all_pairs_positive": np.ones(res.pi.shape[0], dtype=bool)}
+
+
+def rollout_budget_of(batch: Any, value: int | None) -> int:
+    """The batch's rollout budget (see :func:`pairht.comparators._inputs.rollout_budget`)."""
+    return rollout_budget(batch, value)
+
+
+#: name -> allocator object, the comparators of the paper's main table and ``pair_joint``.
+COMPARATORS: dict[str, Any] = {a.name: a for a in (
+    VIPAllocator(), HORAAllocator(), DUETAllocator(), DPPOAllocator(), PairJointAllocator())}
+
+
+@dataclass
+class ComparatorPlan:
+    """A realised plan: exact ``pi``/``joint`` of the comparator's design and the draw."""
+
+    pi: np.ndarray
+    selected: np.ndarray
+    joint: np.ndarray
+    info: dict[str, Any] = field(default_factory=dict)
+    allocator: str = ""
+
+
+def comparator_plan(inputs: StepInputsLike, name: str, rng: RNGLike = None,
+                    **options: Any) -> ComparatorPlan:
+    """Run comparator ``name`` and draw from its own design (SRSWOR, Bernoulli or full).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from types import SimpleNamespace
+    >>> inp = SimpleNamespace(p_hat=np.full((2, 4), 0.5), c_hat=np.full((2, 4), 10.0),
+    ...                       finished=np.zeros((2, 4), bool), budget=np.array([20.0, 20.0]),
+    ...                       history={"successes": np.array([1, 7]), "trials": np.array([8, 8])})
+    >>> plan = comparator_plan(inp, "hora", rng=0)
+    >>> plan.info["k"].tolist(), plan.selected.sum(axis=1).tolist()
+    ([2, 2], [2, 2])
+    """
+    if name not in COMPARATORS:
+        raise ValueError(f"name must be one of {sorted(COMPARATORS)}; got {name!r}")
+    alloc = COMPARATORS[name]
+    pi, info = alloc.pi(inputs, **options)
+    fin = np.asarray(inputs.finished, dtype=bool)
+    gen = as_generator(rng)
+    if info["design"] == "srswor":
+        selected = srswor_sample(info["k"], fin, gen)
+    elif info["design"] == "bernoulli":
+        selected = fin | (gen.random(pi.shape) < pi)
+    else:
+        selected = np.ones(pi.shape, dtype=bool)
+    return ComparatorPlan(pi=pi, selected=selected, joint=info["joint"], info=info,
+                          allocator=name)
+
+
+def register_comparators() -> bool:
+    """Add :data:`COMPARATORS` to ``pairht.step``'s registry; ``False`` if it is absent."""
+    try:
+        from pairht.step import ALLOCATORS, register_allocator
+    except ImportError:
+        return False
+    for name, obj in COMPARATORS.items():
+        if name not in ALLOCATORS:
+            register_allocator(name)(obj)
+    return True
