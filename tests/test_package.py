@@ -38,11 +38,13 @@ def test_the_core_imports_and_runs_without_torch_or_transformers():
 
 def test_top_level_names_resolve_to_their_single_implementation():
     import pairht
-    from pairht import allocation, estimators
+    from pairht import allocation, estimators, step
 
     for name in pairht.__all__:
         if name == "__version__":
             continue
         obj = getattr(pairht, name)
-        home = allocation if name in {"allocate", "design_for"} else estimators
+        home = allocation if name in {"allocate", "design_for"} else (
+            step if name in {"plan_continuations", "StepInputs", "ContinuationPlan"}
+            else estimators)
         assert obj is getattr(home, name), name

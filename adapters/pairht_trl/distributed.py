@@ -11,6 +11,8 @@ process's draw is then broadcast, so all processes hold bit-identical ``pi``, ``
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -40,3 +42,23 @@ def local_slice(accelerator: Any, n_local: int) -> slice:
     """Rows of the global batch held by this process (equal blocks in process order)."""
     start = accelerator.process_index * n_local
     return slice(start, start + n_local)
+
+
+@contextlib.contextmanager
+def _process_local_reward_gather() -> Iterator[None]:
+    """Make TRL's final ``gather`` in ``_calculate_rewards`` a no-op for one call.
+
+    Each process scores only its selected rows, whose number differs between processes, and
+    ``accelerate.utils.gather`` needs equal shapes. The caller gathers the full-size result
+    itself. This patches the module-level name TRL 1.16 calls (the trainer checks it exists at
+    import time). It lives here, not in the trainer, so that ``pairht_trl.audit_mode`` (which
+    the trainer imports) needs nothing from the trainer: imports run one way.
+    """
+    import trl.trainer.grpo_trainer as grpo_module
+
+    original = grpo_module.gather
+    grpo_module.gather = lambda tensor: tensor
+    try:
+        yield
+    finally:
+        grpo_module.gather = original

@@ -31,6 +31,9 @@ _EXPORTS: dict[str, str] = {
     "DesignCovariance": "pairht.estimators",
     "allocate": "pairht.allocation",
     "design_for": "pairht.allocation",
+    "plan_continuations": "pairht.step",
+    "StepInputs": "pairht.step",
+    "ContinuationPlan": "pairht.step",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -127,13 +127,17 @@ def test_practical_mode_standardises_pair_advantages_per_group(tmp_path):
 
 @pytest.mark.parametrize("design", ["conditional_poisson", "dependent_rounding"])
 def test_fixed_size_designs_draw_their_size_with_consistent_joints(tmp_path, design):
+    # Realised accounting: the size counts unfinished candidates (finished ones are kept on
+    # top); budget_ratio = 1 makes every size up to the unfinished count affordable.
     trainer = make_trainer(tmp_path, per_device_train_batch_size=12, design=design,
-                           design_size=3)
+                           design_size=3, budget_ratio=1.0)
     scored_batch(trainer, 2)
     draw = trainer.last_draw
-    np.testing.assert_array_equal(draw.mask.sum(-1), 3)
-    np.testing.assert_allclose(draw.pi.sum(-1), 3.0, atol=1e-9)
+    done = draw.prefix_done
+    n = np.minimum(3, (~done).sum(-1)) + done.sum(-1)
+    np.testing.assert_array_equal(draw.mask.sum(-1), n)
+    np.testing.assert_allclose(draw.pi.sum(-1), n, atol=1e-9)
     # Any fixed-size-n design: sum_{j != i} rho_ij = (n - 1) pi_i, and every pair positive.
     off = draw.joint.sum(-1) - np.diagonal(draw.joint, axis1=-2, axis2=-1)
-    np.testing.assert_allclose(off, 2.0 * draw.pi, atol=1e-9)
+    np.testing.assert_allclose(off, (n - 1)[:, None] * draw.pi, atol=1e-9)
     assert np.all(draw.joint > 0)

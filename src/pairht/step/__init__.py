@@ -1,0 +1,34 @@
+"""The framework-neutral PAIR step: after prefixes, plan which candidates to continue.
+
+``plan_continuations(StepInputs(...), rng=...) -> ContinuationPlan`` (``pi``, ``selected``,
+exact ``joint``, per-step metrics); after rewards, :func:`pairht.pair_advantages` takes
+``plan.selected`` and ``plan.joint``. Allocation rules are registered in :data:`ALLOCATORS`.
+numpy/scipy/numba only: no torch. See ``docs/step.md``.
+"""
+
+from pairht.step.allocators import (
+    ALLOCATORS,
+    Allocator,
+    allocator_names,
+    get_allocator,
+    register_allocator,
+)
+from pairht.step.embedding import WithFinished, unfinished_design
+from pairht.step.inputs import StepInputs, shrink_predictions
+from pairht.step.plan import ContinuationPlan, group_design, plan_continuations, plan_metrics
+
+__all__ = [
+    "ALLOCATORS",
+    "Allocator",
+    "ContinuationPlan",
+    "StepInputs",
+    "WithFinished",
+    "allocator_names",
+    "get_allocator",
+    "group_design",
+    "plan_continuations",
+    "plan_metrics",
+    "register_allocator",
+    "shrink_predictions",
+    "unfinished_design",
+]

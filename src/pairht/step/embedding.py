@@ -1,0 +1,142 @@
+r"""A design over the unfinished candidates, embedded in the group with finished ones kept.
+
+Finished candidates are complete: they are in every sample. With ``F`` the finished and ``U``
+the unfinished candidates and a base design over ``U``, the group's design is
+
+.. math:: J_F = 1, \qquad J_U \sim \text{base},
+
+so every inclusion probability is the base design's over the unfinished members of the set,
+``pi_S = pi^{base}_{S \cap U}`` (``= 1`` when ``S \subset F``): a certain event is independent
+of everything, hence ``rho_ij = pi_j`` for finished ``i`` and ``rho_ij = 1`` for two finished.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from pairht._validation import RNGLike, as_generator
+from pairht.designs import Bernoulli, Design, MixedSize
+from pairht.designs.registry import DESIGNS, step_design_kind
+
+
+class WithFinished(Design):
+    r"""``base`` over the unfinished candidates; finished candidates are always included.
+
+    Parameters
+    ----------
+    base : Design or None
+        Design over the ``|U|`` unfinished candidates, in their order in the group
+        (``None`` when every candidate is finished).
+    finished : (N,) array_like of bool
+
+    Examples
+    --------
+    >>> d = WithFinished(Bernoulli([0.5, 0.25]), [False, True, False])
+    >>> d.pi.tolist()
+    [0.5, 1.0, 0.25]
+    >>> d.joint().tolist()  # rho_01 = pi_0 (unit 1 is certain), rho_02 = 0.5 * 0.25
+    [[0.5, 0.5, 0.125], [0.5, 1.0, 0.25], [0.125, 0.25, 0.25]]
+    """
+
+    name: ClassVar[str] = "with_finished"
+    fixed_size: ClassVar[bool] = False
+
+    def __init__(self, base: Design | None, finished: ArrayLike) -> None:
+        fin = np.asarray(finished, dtype=bool).reshape(-1)
+        self._unf = np.flatnonzero(~fin)
+        n_u = int(self._unf.size)
+        if (base is None) != (n_u == 0):
+            raise ValueError(f"base must be a Design over the {n_u} unfinished candidates "
+                             f"(None only when every candidate is finished); got "
+                             f"{type(base).__name__}")
+        if base is not None and base.n_units != n_u:
+            raise ValueError(f"base must have one unit per unfinished candidate ({n_u}); got "
+                             f"{base.n_units} units")
+        pi = np.ones(fin.size)
+        if base is not None:
+            pi[self._unf] = base.pi
+        super().__init__(pi)
+        self.base = base
+        self.finished = fin
+        # Base index of each group unit (-1: finished).
+        self._pos = np.full(fin.size, -1, dtype=np.int64)
+        self._pos[self._unf] = np.arange(n_u)
+        # Sets shrink to their unfinished members: the base design's order bounds ours.
+        self.max_inclusion_order = (  # type: ignore[misc]
+            64 if base is None else base.max_inclusion_order)
+
+    def _joint(self) -> np.ndarray:
+        N = self.n_units
+        out = np.ones((N, N))
+        if self.base is None:
+            return out
+        u, pu = self._unf, self.base.pi
+        out[:, u] = pu[None, :]  # rho_ij = pi_j for finished i ...
+        out[u, :] = out[:, u].T  # ... and rho_ji = pi_j: symmetric
+        out[np.ix_(u, u)] = self.base.joint()
+        return out
+
+    def _inclusion_rows(self, rows: np.ndarray) -> np.ndarray:
+        out = np.ones(rows.shape[0])
+        if self.base is None:
+            return out
+        pos = self._pos[rows]
+        for r in range(rows.shape[0]):  # rows lose their finished members: ragged sets
+            sub = pos[r][pos[r] >= 0]
+            if sub.size:
+                out[r] = float(self.base.inclusion(sub))
+        return out
+
+    def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        out = np.ones((size, self.n_units), dtype=bool)
+        if self.base is not None:
+            out[:, self._unf] = self.base.sample(rng, size=size)
+        return out
+
+    def _support(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.base is None:
+            return np.ones((1, self.n_units), dtype=bool), np.ones(1)
+        masks, probs = self.base.support(max_units=self.base.n_units)
+        out = np.ones((masks.shape[0], self.n_units), dtype=bool)
+        out[:, self._unf] = masks
+        return out, probs
+
+
+def unfinished_design(kind: str, pi_u: ArrayLike, rng: RNGLike = None,
+                      **kwargs: Any) -> Design:
+    r"""The design named ``kind`` over the unfinished candidates, at any ``sum(pi_u)``.
+
+    ``kind`` is resolved by :func:`pairht.designs.registry.step_design_kind` (so
+    ``"dependent_rounding"`` is its randomised-order mixture). A fixed-size kind takes its
+    size over the unfinished candidates: it is built as :class:`~pairht.designs.MixedSize`
+    with that base, which is the base design itself when ``sum(pi_u)`` is an integer and the
+    exact mixture of the two neighbouring sizes otherwise. A single unfinished candidate has
+    one design, Bernoulli. Designs whose constructor takes ``rng`` (random orders) get it.
+
+    Examples
+    --------
+    >>> d = unfinished_design("conditional_poisson", [0.5, 0.5, 0.5])  # size 1 or 2
+    >>> d.sizes, d.weights
+    ((1, 2), (0.5, 0.5))
+    """
+    name = step_design_kind(kind)
+    pi = np.asarray(pi_u, dtype=np.float64)
+    if pi.size == 1:
+        return Bernoulli(pi)
+    cls = DESIGNS[name]
+    extra = dict(kwargs)
+    if cls.fixed_size:
+        if _takes_rng(cls):
+            extra.setdefault("rng", as_generator(rng))
+        return MixedSize(pi, base=name, **extra)
+    if _takes_rng(cls):
+        extra.setdefault("rng", as_generator(rng))
+    return cls(pi, **extra)
+
+
+def _takes_rng(cls: type) -> bool:
+    return "rng" in inspect.signature(cls).parameters

@@ -1,0 +1,266 @@
+r"""The framework-neutral PAIR step: predictions -> plan (``pi``, draw, exact joints, metrics).
+
+After phase 1 (prefixes), one call turns the batch's predictions into the design of phase 2::
+
+    inputs  = StepInputs(p_hat, c_hat, finished, budget)        # or StepInputs.from_ratio
+    plan    = plan_continuations(inputs, rng=rng)               # pi, selected, joint, metrics
+    ... continue plan.selected, score them -> rewards (NaN where not selected) ...
+    adv     = pairht.pair_advantages(rewards, plan.selected, plan.joint)
+
+Every probability in the plan exists before any reward does, which is what makes the
+pair Horvitz-Thompson estimator design-unbiased (PAIR paper, Theorem 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pairht._validation import RNGLike, as_generator
+from pairht.designs import Design
+from pairht.designs.anchored import AnchoredPair
+from pairht.designs.registry import step_design_kind
+from pairht.step.allocators import expected_cost, get_allocator
+from pairht.step.embedding import WithFinished, unfinished_design
+from pairht.step.inputs import StepInputs, shrink_predictions
+
+
+@dataclass
+class ContinuationPlan:
+    r"""The logged design of one batch, before any reward exists.
+
+    Attributes
+    ----------
+    pi : (B, G) ndarray
+        Exact first-order inclusion probabilities of the design drawn from (finished: 1).
+    selected : (B, G) ndarray of bool
+        The realised draw ``J`` (finished: True): continue these.
+    joint : (B, G, G) ndarray
+        Exact ``rho_ij = P(J_i = J_j = 1)``, diagonal ``pi``; feed it to
+        :func:`pairht.pair_advantages` with ``selected``.
+    status : (B,) ndarray of str
+        The allocator's per-prompt status (``"optimal"``, ``"symmetric"``, ``"full"``,
+        ``"fallback_uniform"``, ``"all_finished"``, ...).
+    converged : (B,) ndarray of bool
+    metrics : dict of str to float
+        The step's logged quantities (:func:`plan_metrics`).
+    allocator : str
+    design : str
+        The registry name of the design over the unfinished candidates (after
+        :func:`~pairht.designs.registry.step_design_kind`).
+    pi_alloc : (B, G) ndarray
+        The allocator's ``pi`` (equal to ``pi`` unless ``anchor_pair`` raised it).
+    info : dict
+        The allocator's per-prompt info (``kkt_residual``, ``fallback_used``,
+        ``unspent_budget``, ...).
+    inputs : StepInputs
+        The inputs the allocator saw (after shrinkage).
+    """
+
+    pi: np.ndarray
+    selected: np.ndarray
+    joint: np.ndarray
+    status: np.ndarray
+    converged: np.ndarray
+    metrics: dict[str, float]
+    allocator: str
+    design: str = "bernoulli"
+    pi_alloc: np.ndarray | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    inputs: StepInputs | None = None
+
+
+def plan_continuations(
+    inputs: StepInputs,
+    *,
+    allocator: str = "pair",
+    design: str | None = None,
+    rng: RNGLike,
+    pi_min: float = 0.08,
+    size: int | str | None = None,
+    proxy: str = "disagreement",
+    covariance_term: bool = True,
+    anchor_pair: bool = False,
+    skill_success: float = 1.0,
+    skill_cost: float = 1.0,
+    **allocator_options: Any,
+) -> ContinuationPlan:
+    r"""Allocate, build the design and draw which candidates to continue, for a whole batch.
+
+    1. Shrink the predictions toward the group mean by the heads' skill
+       (:func:`~pairht.step.inputs.shrink_predictions`; skill 0 makes every allocator uniform
+       among the unfinished candidates).
+    2. ``pi = allocator.pi(inputs)`` (:data:`~pairht.step.ALLOCATORS`), realised accounting:
+       finished candidates ``pi = 1`` at no cost, ``sum_{i unfinished} c_i pi_i <= budget``.
+    3. Per prompt, the design over the *unfinished* candidates
+       (:func:`~pairht.step.embedding.unfinished_design`: a fixed-size kind takes its size
+       over them, mixing the two neighbouring sizes at a non-integer expected size), embedded
+       with the finished ones always in (:class:`~pairht.step.embedding.WithFinished`:
+       ``rho_ij = pi_j`` for finished ``i``); optionally a uniformly drawn anchor pair
+       (:class:`~pairht.designs.anchored.AnchoredPair`) over the ``G`` candidates.
+    4. ``selected ~ design`` with ``rng``; ``joint = design.joint()`` (exact).
+
+    Parameters
+    ----------
+    inputs : StepInputs
+    allocator : str
+        A name of :data:`~pairht.step.ALLOCATORS` (``"pair"``, ``"uniform"``, ``"srswor"``,
+        ``"pointwise"``, ``"full"``, the comparators ...).
+    design : str, optional
+        A design registry name (:data:`pairht.designs.DESIGNS` or
+        :data:`~pairht.designs.registry.STEP_ALIASES`); ``None``: the allocator's own
+        (``"srswor"``: fixed-size uniform) or ``"bernoulli"``.
+    rng : int, numpy.random.Generator or None
+        The only source of randomness (random orders, the draw, the anchor).
+    pi_min : float
+        Floor of every unfinished candidate's ``pi`` (positivity), in (0, 1].
+    size : None, "auto" or int
+        ``"pair"`` only: solve with ``sum_{unfinished} pi = n`` (an int: ``n`` per prompt,
+        clipped to the unfinished count; ``"auto"``: the best affordable size). ``None``
+        with a fixed-size design: the mixture of the two neighbouring sizes.
+    proxy, covariance_term
+        ``"pair"``'s edge proxy and shared-vertex term (:func:`pairht.allocation.allocate`).
+    anchor_pair : bool
+        Force a uniformly drawn pair of the ``G`` candidates into every draw (exact joints).
+    skill_success, skill_cost : float in [0, 1]
+        Measured held-out skill of the success and cost heads.
+    **allocator_options
+        Passed to the allocator (e.g. ``warm_start``, ``score_norm``, ``rollout_budget``).
+
+    Returns
+    -------
+    ContinuationPlan
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pairht.step import StepInputs, plan_continuations
+    >>> inputs = StepInputs.from_ratio(
+    ...     p_hat=[[0.1, 0.5, 0.9, 0.5]], c_hat=[[100.0, 400.0, 0.0, 300.0]],
+    ...     finished=[[False, False, True, False]], budget_ratio=0.5)
+    >>> plan = plan_continuations(inputs, rng=0)
+    >>> plan.pi[0, 2], bool(plan.selected[0, 2])     # finished: kept, free
+    (np.float64(1.0), True)
+    >>> round(plan.metrics["expected_suffix_cost"], 6), plan.metrics["budget"]
+    (400.0, 400.0)
+    """
+    if not isinstance(inputs, StepInputs):
+        raise TypeError(f"inputs must be a pairht.step.StepInputs; got {type(inputs).__name__}")
+    if not isinstance(anchor_pair, (bool, np.bool_)):
+        raise TypeError(f"anchor_pair must be a bool; got {anchor_pair!r}")
+    alloc = get_allocator(allocator)
+    gen = as_generator(rng)
+    used = shrink_predictions(inputs, skill_success, skill_cost)
+    pi_alloc, info = alloc.pi(used, pi_min=pi_min, size=size, proxy=proxy,
+                              covariance_term=covariance_term, **allocator_options)
+    pi_alloc = _check_allocator_pi(allocator, pi_alloc, used)
+    kind = step_design_kind(design if design is not None else
+                            str(info.get("design", "bernoulli")))
+    B, G = used.shape
+    pi = np.empty((B, G))
+    joint = np.empty((B, G, G))
+    selected = np.empty((B, G), dtype=bool)
+    for b in range(B):
+        d = group_design(kind, pi_alloc[b], used.finished[b], gen, anchor_pair=bool(anchor_pair))
+        pi[b] = d.pi
+        joint[b] = d.joint()
+        selected[b] = d.sample(gen)
+    status = np.asarray(info.get("status", np.full(B, "optimal")), dtype=object).reshape(B)
+    converged = np.asarray(info.get("converged", np.ones(B, dtype=bool)), dtype=bool).reshape(B)
+    plan = ContinuationPlan(pi=pi, selected=selected, joint=joint, status=status,
+                            converged=converged, metrics={}, allocator=allocator, design=kind,
+                            pi_alloc=pi_alloc, info=info, inputs=used)
+    plan.metrics = plan_metrics(plan, skill_success=skill_success, skill_cost=skill_cost)
+    return plan
+
+
+def group_design(kind: str, pi: np.ndarray, finished: np.ndarray, rng: RNGLike = None,
+                 anchor_pair: bool = False) -> Design:
+    """One group's design over its ``G`` candidates: ``kind`` over the unfinished ones,
+    finished ones always in, optionally an anchor pair (see :func:`plan_continuations`)."""
+    fin = np.asarray(finished, dtype=bool)
+    unf = ~fin
+    base = unfinished_design(kind, pi[unf], rng) if unf.any() else None
+    design: Design = WithFinished(base, fin)
+    if anchor_pair:
+        design = AnchoredPair(design)
+    return design
+
+
+def _check_allocator_pi(name: str, pi: Any, inputs: StepInputs) -> np.ndarray:
+    arr = np.asarray(pi, dtype=np.float64)
+    if arr.shape != inputs.shape:
+        raise ValueError(f"allocator {name!r} returned pi of shape {arr.shape}; it must be "
+                         f"(B, G) = {inputs.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr > 1):
+        raise ValueError(f"allocator {name!r} returned pi outside [0, 1]")
+    if np.any(arr[inputs.finished] != 1.0):
+        raise ValueError(f"allocator {name!r} returned pi < 1 for a finished candidate; "
+                         f"realised accounting keeps every finished candidate (pi = 1)")
+    return arr
+
+
+def plan_metrics(plan: ContinuationPlan, skill_success: float = 1.0,
+                 skill_cost: float = 1.0) -> dict[str, float]:
+    r"""The step's logged quantities, all known before any reward.
+
+    Token accounting (sums over the batch, realised rule: finished candidates cost 0):
+    ``budget``, ``expected_suffix_cost`` = ``sum pi_i c_i`` over unfinished,
+    ``unspent_budget`` (the allocator's), ``full_suffix_cost`` = ``sum c_i`` over unfinished,
+    ``predicted_suffix_fraction`` = expected / full, ``selected_suffix_cost`` = ``sum c_i``
+    over selected unfinished, ``prefix_tokens`` (if given). Design (means per group):
+    ``completed_vertices`` = ``E|J| = sum pi``, ``selected`` = ``|J|``, ``expected_edges`` =
+    ``sum_{i<j} rho_ij``, ``observed_edges``; ``min_joint`` = ``min_{i<j} rho_ij``,
+    ``max_weight`` = ``max 1/rho_ij`` over observed edges (``M W_ij`` of the exact weights),
+    ``ess`` (Kish, mean per group), ``pi_mean``, ``pi_min`` (over unfinished). Solver:
+    ``solver_residual`` (max KKT residual), ``fallbacks``, ``unconverged``, ``sizes_clipped``
+    (groups whose requested fixed size was not affordable). Inputs:
+    ``finished_free`` (fraction of finished candidates), ``skill_success``, ``skill_cost``.
+    """
+    from pairht.estimators import edge_weights, ess
+
+    inp = plan.inputs
+    assert inp is not None  # set by plan_continuations
+    pi, joint, sel = plan.pi, plan.joint, plan.selected
+    B, G = pi.shape
+    unf = inp.unfinished
+    exp_cost = expected_cost(inp, plan.pi_alloc if plan.pi_alloc is not None else pi)
+    info = plan.info
+    unspent = np.asarray(info.get("unspent_budget", inp.budget - exp_cost), dtype=np.float64)
+    iu = np.triu_indices(G, 1)
+    pairs = joint[:, iu[0], iu[1]]
+    k = sel.sum(axis=1)
+    obs = sel[:, iu[0]] & sel[:, iu[1]]
+    weights = edge_weights(sel, joint)
+    full = float(inp.full_cost.sum())
+    exp_total = float(exp_cost.sum())
+    kkt = np.asarray(info.get("kkt_residual", np.zeros(B)), dtype=np.float64)
+    out = {
+        "budget": float(inp.budget.sum()),
+        "expected_suffix_cost": exp_total,
+        "unspent_budget": float(unspent.sum()),
+        "full_suffix_cost": full,
+        "predicted_suffix_fraction": exp_total / full if full > 0 else 0.0,
+        "selected_suffix_cost": float(np.where(sel & unf, inp.c_hat, 0.0).sum()),
+        "completed_vertices": float(pi.sum(axis=1).mean()),
+        "selected": float(k.mean()),
+        "expected_edges": float(pairs.sum(axis=1).mean()),
+        "observed_edges": float((k * (k - 1) / 2).mean()),
+        "min_joint": float(pairs.min()),
+        "max_weight": float((1.0 / pairs[obs]).max()) if obs.any() else 0.0,
+        "ess": float(np.mean(ess(weights))),
+        "pi_mean": float(pi.mean()),
+        "pi_min": float(pi[unf].min()) if unf.any() else 1.0,
+        "solver_residual": float(kkt.max()),
+        "fallbacks": float(np.sum(info.get("fallback_used", np.zeros(B, dtype=bool)))),
+        "unconverged": float(np.sum(~plan.converged)),
+        "sizes_clipped": float(np.sum(info.get("size_clipped", np.zeros(B, dtype=bool)))),
+        "finished_free": float(inp.finished.mean()),
+        "skill_success": float(skill_success),
+        "skill_cost": float(skill_cost),
+    }
+    if inp.prefix_tokens is not None:
+        out["prefix_tokens"] = float(inp.prefix_tokens.sum())
+    return out

@@ -1,0 +1,103 @@
+"""Imports run one way (docs/architecture.md): the core needs no adapter, the verifiers need no
+torch/transformers/TRL, the generation layers need no TRL adapter, the TRL adapter has no
+circle. Static checks read the source with ``ast`` (an import inside a function counts);
+runtime checks import in a fresh interpreter with the forbidden modules blocked."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ADAPTER_PACKAGES = {"pairht_rollout", "pairht_vllm", "pairht_trl", "pairht_verifiers",
+                    "pairht_demo"}
+HEAVY = ("torch", "transformers", "trl", "accelerate")
+
+
+def _imports(path: Path) -> set[str]:
+    """Dotted modules a file imports (absolute imports; relative ones resolved to nothing)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module)
+    return out
+
+
+def _files(folder: Path) -> list[Path]:
+    files = sorted(folder.rglob("*.py"))
+    assert files, folder
+    return files
+
+
+def test_core_imports_no_adapter():
+    for path in _files(ROOT / "src" / "pairht"):
+        bad = {m for m in _imports(path) if m.split(".")[0] in ADAPTER_PACKAGES}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("package", ["pairht_rollout", "pairht_vllm"])
+def test_generation_layers_import_nothing_from_the_trl_adapter(package):
+    for path in _files(ROOT / "adapters" / package):
+        bad = {m for m in _imports(path) if m.split(".")[0] in ("pairht_trl", "trl")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_trl_audit_mode_does_not_import_the_trainer():
+    # trainer imports audit_mode (AuditCallback); the reverse edge would close a circle.
+    bad = {m for m in _imports(ROOT / "adapters" / "pairht_trl" / "audit_mode.py")
+           if m == "pairht_trl.trainer"}
+    assert not bad
+
+
+_BLOCKER = textwrap.dedent("""
+    import importlib.abc, sys
+    BLOCKED = {blocked!r}
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ImportError(f"blocked import of {{name}}")
+            return None
+    sys.meta_path.insert(0, Block())
+""")
+
+
+def _run_blocked(code: str, blocked: tuple[str, ...]) -> subprocess.CompletedProcess:
+    script = _BLOCKER.format(blocked=set(blocked)) + textwrap.dedent(code)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+
+
+def test_verifiers_import_without_torch_transformers_or_trl():
+    done = _run_blocked("""
+        import importlib, pkgutil
+        import pairht_verifiers
+        for mod in pkgutil.iter_modules(pairht_verifiers.__path__):
+            importlib.import_module(f"pairht_verifiers.{mod.name}")
+        print("ok")
+    """, HEAVY)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_blocker_does_block():
+    # The finder above must make a heavy import fail, or the test before proves nothing.
+    done = _run_blocked("import torch", ("torch",))
+    assert done.returncode != 0 and "blocked import of torch" in done.stderr
+
+
+def test_the_step_plans_without_torch():
+    done = _run_blocked("""
+        import numpy as np
+        from pairht.step import StepInputs, plan_continuations
+        inputs = StepInputs.from_ratio([[0.2, 0.7, 0.5]], [[10.0, 20.0, 0.0]],
+                                       [[False, False, True]], budget_ratio=0.5)
+        plan = plan_continuations(inputs, rng=0)
+        print("ok", plan.pi.shape)
+    """, HEAVY)
+    assert done.returncode == 0 and "ok (1, 3)" in done.stdout, done.stdout + done.stderr
