@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pairht.audit import ROWS
+from pairht.audit.exact import row_moments
 from pairht.audit.rows import AuditConfig, edge_probabilities
 from pairht.estimators import pair_estimate, pair_gradient, pair_kernel
 
@@ -32,8 +33,9 @@ def _brute_force_vertex(row, plan, pop, L, q):
     return mean, float(probs @ ((est - mean) ** 2).sum(axis=1))
 
 
-VERTEX_ROWS = [k for k, r in ROWS.items() if hasattr(r, "weighting")]
-EDGE_ROWS = [k for k, r in ROWS.items() if not hasattr(r, "weighting")]
+VERTEX_ROWS = [k for k, r in ROWS.items() if r.estimator == "ht"]
+EDGE_ROWS = [k for k, r in ROWS.items() if r.estimator == "edge"]
+CONDITIONAL_ROWS = [k for k, r in ROWS.items() if r.estimator == "conditional_ht"]
 
 
 def test_every_row_is_audited_ok(small_audit):
@@ -52,7 +54,7 @@ def test_exact_moments_equal_brute_force_enumeration(small_pop, small_cfg, key):
     row = ROWS[key]
     plan = _plan(key, small_pop, small_cfg)
     L = small_pop.reduced_scores()
-    mom = row.exact(plan, small_pop, L, small_cfg)
+    mom = row_moments(row, plan, small_pop, L, small_cfg)
     g = pair_gradient(small_pop.rewards, L)
     for q in range(small_pop.n_prompts):
         mean, trace = _brute_force_vertex(row, plan, small_pop, L, q)
@@ -67,6 +69,30 @@ def test_exact_moments_equal_brute_force_enumeration(small_pop, small_cfg, key):
         assert mom.tokens[q] == pytest.approx(probs @ (masks @ small_pop.costs[q]), rel=1e-12)
 
 
+@pytest.mark.parametrize("key", CONDITIONAL_ROWS)
+def test_conditional_rows_equal_brute_force_enumeration(small_pop, small_cfg, key):
+    """Conditional HT: every mask of the mixed-size support weighted with the joints of the
+    component of its size (its own pair average for SRSWOR / GRPO); 0 below two vertices."""
+    row = ROWS[key]
+    plan = _plan(key, small_pop, small_cfg)
+    L = small_pop.reduced_scores()
+    mom = row_moments(row, plan, small_pop, L, small_cfg)
+    g = pair_gradient(small_pop.rewards, L)
+    for q in range(small_pop.n_prompts):
+        design = plan.designs[q]
+        masks, probs = design.support(max_units=small_pop.group_size)
+        comps = {round(float(c.pi.sum())): c for c in design.components if c is not None}
+        est = np.stack([
+            pair_estimate(small_pop.rewards[q], L[q], m, joint=comps[int(m.sum())].joint())
+            if m.sum() >= 2 else np.zeros(L.shape[2]) for m in masks])
+        mean = probs @ est
+        scale = max(np.abs(g[q]).max(), 1e-300)
+        np.testing.assert_allclose(mom.bias[q], mean - g[q], atol=1e-12 * scale)
+        trace = float(probs @ ((est - mean) ** 2).sum(axis=1))
+        assert mom.trace_cov[q] == pytest.approx(trace, rel=1e-10, abs=1e-14 * scale**2)
+        assert mom.tokens[q] == pytest.approx(probs @ (masks @ plan.cost[q]), rel=1e-12)
+
+
 @pytest.mark.parametrize("key", EDGE_ROWS)
 def test_direct_edge_moments_equal_enumeration_of_edge_subsets(key):
     from pairht.audit import synthetic_population
@@ -76,7 +102,7 @@ def test_direct_edge_moments_equal_enumeration_of_edge_subsets(key):
     row = ROWS[key]
     plan = row.plan(pop, cfg, {})
     L = pop.reduced_scores()
-    mom = row.exact(plan, pop, L, cfg)
+    mom = row_moments(row, plan, pop, L, cfg)
     g = pair_gradient(pop.rewards, L)
     iu, ju = np.triu_indices(4, k=1)
     for q in range(2):
@@ -125,7 +151,7 @@ def test_biased_rows_match_the_appendix_formulas(small_pop, key, multiplier, bud
     row = ROWS[key]
     plan = row.plan(small_pop, cfg, {})
     L = small_pop.reduced_scores()
-    mom = row.exact(plan, small_pop, L, cfg)
+    mom = row_moments(row, plan, small_pop, L, cfg)
     nonzero = 0.0
     for q in range(small_pop.n_prompts):
         want = _appendix_bias(small_pop, L, q, plan, multiplier)
@@ -175,13 +201,28 @@ def test_edge_probabilities_hit_their_target(small_pop, match):
     np.testing.assert_array_equal(q, np.swapaxes(q, 1, 2))
 
 
-def test_adaptive_rows_spend_the_matched_budget(small_audit, small_pop, small_cfg):
-    # Every vertex allocation spends budget_ratio of the predicted full-group cost.
-    cache: dict = {}
-    want = small_cfg.budget_ratio * small_pop.c_hat.sum(axis=1)
-    for key in ("uniform_ht", "pointwise_ht", "pair", "pair_cps", "direct_edge_ht"):
-        plan = ROWS[key].plan(small_pop, small_cfg, cache)
-        np.testing.assert_allclose((plan.pi * small_pop.c_hat).sum(axis=1), want, rtol=1e-7)
+MATCHED = [k for k, r in ROWS.items() if k not in ("full", "direct_edge_ht_edges", "grpo_small")]
+
+
+def test_every_row_spends_the_same_expected_realised_suffix_tokens(small_audit, small_pop,
+                                                                   small_cfg):
+    """Realised accounting: sum_q E[sum_i J_qi C_qi] = budget_ratio sum_q sum_i C_qi for every
+    row (the budget is solved by bisection; predicted costs c_hat differ from C here)."""
+    full = small_pop.costs.sum()
+    for key in MATCHED:
+        m = small_audit.row(key).metrics
+        assert m["tokens_exact"] == pytest.approx(small_cfg.budget_ratio, rel=1e-9), key
+    # The predicted cost the adaptive rows spend is *not* the budget: noisy c_hat.
+    plan = ROWS["pair"].plan(small_pop, small_cfg, {})
+    predicted = (plan.pi * small_pop.c_hat).sum() / small_pop.c_hat.sum()
+    assert abs(predicted - small_cfg.budget_ratio) > 1e-4
+    assert (plan.pi * small_pop.costs).sum() / full == pytest.approx(0.5, rel=1e-9)
+
+
+def test_small_group_grpo_generates_as_many_tokens_as_pair(small_audit):
+    grpo, pair = small_audit.row("grpo_small").metrics, small_audit.row("pair").metrics
+    assert grpo["generated_exact"] == pytest.approx(pair["generated_exact"], rel=1e-12)
+    assert 0.0 < grpo["generated_exact"] < 1.0
 
 
 def test_linear_rows_keep_their_exact_bias_beyond_the_enumeration_limit(small_pop, small_audit):
@@ -203,7 +244,7 @@ def test_hajek_enumerated_bias_equals_estimators_conditional_bias(small_pop, sma
     row = ROWS["pair_hajek"]
     plan = row.plan(small_pop, small_cfg, {})
     L = small_pop.reduced_scores()
-    mom = row.exact(plan, small_pop, L, small_cfg)
+    mom = row_moments(row, plan, small_pop, L, small_cfg)
     for q in range(small_pop.n_prompts):
         want = conditional_bias(small_pop.rewards[q], L[q], plan.designs[q], weighting="hajek")
         np.testing.assert_allclose(mom.bias[q], want, atol=1e-14)

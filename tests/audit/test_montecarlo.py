@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from pairht.audit import ROWS
-from pairht.audit.exact import _variant_kwargs
-from pairht.audit.montecarlo import pair_coefficients
-from pairht.audit.rows import _is_linear
+from pairht.audit.base import is_linear as _is_linear
+from pairht.audit.exact import _variant_kwargs, row_moments
+from pairht.audit.montecarlo import pair_coefficients, row_draws
 from pairht.estimators import edge_weights, ess, pair_advantages
 
 METRICS = ("mse", "vertices", "edges", "tokens")
@@ -41,19 +41,20 @@ def test_a_wrong_exact_bias_is_flagged(small_pop, small_cfg):
     row = ROWS["pair"]
     plan = row.plan(small_pop, small_cfg, {})
     L = small_pop.reduced_scores()
-    mom = row.exact(plan, small_pop, L, small_cfg)
+    mom = row_moments(row, plan, small_pop, L, small_cfg)
     g = pair_gradient(small_pop.rewards, L)
     rng = np.random.default_rng(0)
-    draws = [row.draw(plan, small_pop, L, q, 4000, rng) for q in range(small_pop.n_prompts)]
+    draws = [row_draws(row, plan, small_pop, L, q, 4000, rng) for q in range(small_pop.n_prompts)]
     sd = draws[0].est.std(axis=0).max()
     mom.bias = mom.bias.copy()
     mom.bias[0, int(np.argmax(draws[0].est.std(axis=0)))] += 5 * sd / np.sqrt(4000) * 2
     sums = [summarise(d, g[q], g[q] + mom.bias[q]) for q, d in enumerate(draws)]
-    _, flags = mc_summary(sums, g, small_pop, mom, exact_summary(mom, g, small_pop), 1e-4)
+    _, flags = mc_summary(sums, g, small_pop, mom, exact_summary(mom, g, small_pop, plan),
+                          1e-4, plan)
     assert any(f.startswith("bias:") for f in flags)
 
 
-LINEAR = [k for k, r in ROWS.items() if hasattr(r, "weighting") and _is_linear(r.weighting)]
+LINEAR = [k for k, r in ROWS.items() if r.estimator == "ht" and _is_linear(r.weighting)]
 
 
 @pytest.mark.parametrize("key", LINEAR)
@@ -81,7 +82,7 @@ def test_draw_kernels_equal_the_estimators_on_the_same_masks(small_pop, small_cf
     G = small_pop.group_size
     M = G * (G - 1) / 2
     q = 1
-    d = row.draw(plan, small_pop, L, q, 400, np.random.default_rng(3))
+    d = row_draws(row, plan, small_pop, L, q, 400, np.random.default_rng(3))
     masks = plan.designs[q].sample(np.random.default_rng(3), size=400)
     kwargs = _variant_kwargs(row.weighting, row.w_max, plan.pi[q], plan.joint[q])
     want = pair_estimate(small_pop.rewards[q], L[q], masks, **kwargs)

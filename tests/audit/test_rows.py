@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from pairht.audit import PAPER_ROWS, ROWS, VertexRow, register_row, run_audit, synthetic_population
+from pairht.audit import (
+    BASELINE_ROWS,
+    PAPER_ROWS,
+    ROWS,
+    VertexRow,
+    register_row,
+    run_audit,
+    synthetic_population,
+)
 from pairht.audit.rows import select_rows
 
 
 def test_the_paper_rows_are_registered_in_table_order():
-    assert PAPER_ROWS[:3] == ("full", "uniform_ht", "pointwise_ht")
+    assert PAPER_ROWS[:3] == ("full", "direct_edge_ht", "direct_edge_ht_edges")
     for key in ("direct_edge_ht", "adaptive_unweighted", "marginal_only", "pair"):
         assert key in PAPER_ROWS
+    assert BASELINE_ROWS == ("uniform_ht", "srswor", "pointwise_ht", "grpo_small")
     for key in ("pair_cps", "pair_drr", "pair_clip10", "pair_clip20", "pair_clip50",
                 "pair_hajek"):
         assert key in ROWS

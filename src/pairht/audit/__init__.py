@@ -17,6 +17,7 @@ Examples
 ['uniform_ht', 'pair']
 """
 
+from pairht.audit.base import AuditConfig
 from pairht.audit.population import (
     FORMAT_VERSION,
     Population,
@@ -24,30 +25,36 @@ from pairht.audit.population import (
     save_population,
     synthetic_population,
 )
+from pairht.audit.predictions import PREDICTIONS, with_predictions
 from pairht.audit.report import to_csv, to_json, to_markdown
 from pairht.audit.rows import (
+    BASELINE_ROWS,
     PAPER_ROWS,
     ROWS,
-    AuditConfig,
     AuditRow,
     EdgeRow,
     VertexRow,
     register_row,
 )
 from pairht.audit.runner import DEFAULT_DRAWS, AuditResult, RowResult, run_audit
+from pairht.audit.summary import Comparison, compare_to_baselines
 
 __all__ = [
+    "BASELINE_ROWS",
     "DEFAULT_DRAWS",
     "FORMAT_VERSION",
     "PAPER_ROWS",
+    "PREDICTIONS",
     "ROWS",
     "AuditConfig",
     "AuditResult",
     "AuditRow",
+    "Comparison",
     "EdgeRow",
     "Population",
     "RowResult",
     "VertexRow",
+    "compare_to_baselines",
     "load_population",
     "register_row",
     "run_audit",
@@ -56,4 +63,5 @@ __all__ = [
     "to_csv",
     "to_json",
     "to_markdown",
+    "with_predictions",
 ]

@@ -32,8 +32,17 @@ from typing import Any
 
 import numpy as np
 
+from pairht.audit.base import AuditConfig, Plan, is_linear, n_pairs, whole_tokens
 from pairht.audit.population import Population
-from pairht.audit.rows import AuditConfig, Plan, _is_linear, n_pairs, need
+from pairht.estimators import (
+    VARIANTS,
+    conditional_bias,
+    design_covariance,
+    edge_weights,
+    pair_advantages,
+    pair_gradient,
+    pair_kernel,
+)
 
 
 @dataclass
@@ -67,13 +76,12 @@ def _design_trace(rewards: np.ndarray, L: np.ndarray, design: Any, weighting: st
     Returns None when the estimators' function does not support this weighting (then the
     caller enumerates), so that no second copy of the covariance formula lives here.
     """
-    dc = need("pairht.estimators", "design_covariance")
+    dc = design_covariance
     params = inspect.signature(dc).parameters
     kwargs: dict[str, Any] = {}
     if weighting != "exact" and "weighting" not in params:
         # A linear variant whose weights equal the HT weights on every edge (marginal-only
         # under the Bernoulli design) is the same estimator on every sample.
-        edge_weights = need("pairht.estimators", "edge_weights")
         joint = design.joint()
         ones = np.ones(design.n_units, dtype=bool)
         mine = edge_weights(ones, **_variant_kwargs(weighting, w_max, design.pi, joint))
@@ -109,7 +117,6 @@ def enumerate_moments(design: Any, rewards: np.ndarray, L: np.ndarray, *, weight
     mean : (d',) array
     trace : float
     """
-    pair_advantages = need("pairht.estimators", "pair_advantages")
     masks, probs = design.support(max_units=design.n_units)
     joint = design.joint()
     kwargs = _variant_kwargs(weighting, w_max, design.pi, joint)
@@ -125,8 +132,7 @@ def enumerate_moments(design: Any, rewards: np.ndarray, L: np.ndarray, *, weight
 def _variant_kwargs(weighting: str, w_max: float | None, pi: np.ndarray,
                     joint: np.ndarray) -> dict[str, Any]:
     """Keyword arguments of ``edge_weights`` / ``pair_advantages`` for a variant."""
-    variants = need("pairht.estimators", "VARIANTS")
-    v = variants[weighting]
+    v = VARIANTS[weighting]
     kwargs: dict[str, Any] = {"weighting": weighting}
     if v.uses_joint:
         kwargs["joint"] = joint
@@ -145,17 +151,15 @@ def vertex_row_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray,
     G = pop.group_size
     vertices = plan.pi.sum(axis=1)
     edges = (joint.sum(axis=(1, 2)) - np.trace(joint, axis1=1, axis2=2)) / 2.0
-    tokens = (plan.pi * pop.costs).sum(axis=1)
+    tokens = (plan.pi * plan.cost).sum(axis=1)
     P, d = L.shape[0], L.shape[2]
     bias = np.empty((P, d))
     trace = np.empty(P)
-    linear = _is_linear(row.weighting)
+    linear = is_linear(row.weighting)
     can_enumerate = 2**G <= cfg.enum_limit
     method = "closed form" if linear else ("enumeration" if can_enumerate else "n/a")
     if method == "n/a":
         return ExactMoments(None, None, vertices, edges, tokens, method)
-    pair_gradient = need("pairht.estimators", "pair_gradient")
-    conditional_bias = need("pairht.estimators", "conditional_bias")
     if not linear:
         for q in range(P):
             mean, trace[q] = enumerate_moments(designs[q], pop.rewards[q], L[q],
@@ -185,8 +189,6 @@ def edge_row_moments(plan: Plan, pop: Population, L: np.ndarray) -> ExactMoments
     covariance trace ``sum_e q_e (1 - q_e) ||y_e||^2`` (independent terms). The mean is
     computed, not assumed, so the reported bias is the arithmetic's.
     """
-    pair_kernel = need("pairht.estimators", "pair_kernel")
-    pair_gradient = need("pairht.estimators", "pair_gradient")
     G = pop.group_size
     M = n_pairs(G)
     assert plan.q is not None  # edge rows always plan q
@@ -199,8 +201,82 @@ def edge_row_moments(plan: Plan, pop: Population, L: np.ndarray) -> ExactMoments
     trace = np.einsum("pe,pe->p", qe * (1.0 - qe), np.einsum("ped,ped->pe", y, y))
     vertices = plan.pi.sum(axis=1)
     edges = qe.sum(axis=1)
-    tokens = (plan.pi * pop.costs).sum(axis=1)
+    tokens = (plan.pi * plan.cost).sum(axis=1)
     return ExactMoments(bias, trace, vertices, edges, tokens, "closed form")
+
+
+def component_size(design: Any) -> int:
+    """The fixed sample size of one component of a :class:`~pairht.designs.MixedSize`."""
+    return round(float(design.pi.sum()))
+
+
+def conditional_parts(design: Any, empty_below_two: bool) -> list[tuple[float, Any, Any]]:
+    r"""How conditional HT weighs the samples of a :class:`~pairht.designs.MixedSize` design.
+
+    Returns ``(probability, sampler, weighter)`` triples: samples of ``sampler`` (a component,
+    identified by its size) are weighted with the exact HT weights of ``weighter``'s joints,
+    or estimate 0 when ``weighter`` is None. Per component when every component observes
+    every pair with positive probability (then each conditional estimate is unbiased);
+    otherwise -- a component with fewer than two unfinished candidates cannot observe every
+    pair -- the mixture's own joints for every sample (``[(1, design, design)]``, unbiased).
+    ``empty_below_two`` (small-group GRPO) keeps the per-component rule and gives a
+    component of fewer than two samples the estimate 0, as GRPO does with one completion.
+    """
+    parts = [(w, c) for w, c in zip(design.weights, design.components)
+             if c is not None and w > 0.0]
+    if empty_below_two:
+        return [(w, c, c if component_size(c) >= 2 else None) for w, c in parts]
+    if all(component_size(c) >= 2 and c.all_pairs_positive() for _, c in parts):
+        return [(w, c, c) for w, c in parts]
+    return [(1.0, design, design)]
+
+
+def conditional_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray) -> ExactMoments:
+    r"""Exact moments of conditional HT on :class:`~pairht.designs.MixedSize` designs.
+
+    With the parts of :func:`conditional_parts`, part ``c`` (probability ``w_c``) has bias
+    ``b_c`` (:func:`pairht.estimators.conditional_bias` with its weighter's joints; ``-g``
+    for the estimate 0) and covariance trace ``T_c``
+    (:func:`pairht.estimators.design_covariance`; 0 for the estimate 0). Then
+    ``E[hat g] - g = sum_c w_c b_c`` and ``E||hat g - g||^2 = sum_c w_c (||b_c||^2 + T_c)``
+    (the reported trace is this minus the squared bias: within plus between parts).
+    """
+    joint, designs = plan.joint, plan.designs
+    assert joint is not None and designs is not None  # vertex rows always plan both
+    P, d = L.shape[0], L.shape[2]
+    g = pair_gradient(pop.rewards, L)
+    bias = np.zeros((P, d))
+    mse = np.zeros(P)
+    empty = bool(getattr(row, "empty_below_two", False))
+    for q in range(P):
+        for w, comp, weighter in conditional_parts(designs[q], empty):
+            if weighter is None:
+                b, t = -g[q], 0.0
+            else:
+                b = conditional_bias(pop.rewards[q], L[q], comp, weighting="exact")
+                t = float(design_covariance(pop.rewards[q], L[q], comp, full=False).trace)
+            bias[q] += w * b
+            mse[q] += w * (float(b @ b) + t)
+    trace = np.maximum(mse - np.einsum("pd,pd->p", bias, bias), 0.0)
+    vertices = plan.pi.sum(axis=1)
+    edges = (joint.sum(axis=(1, 2)) - np.trace(joint, axis1=1, axis2=2)) / 2.0
+    tokens = (plan.pi * plan.cost).sum(axis=1)
+    return ExactMoments(bias, trace, vertices, edges, tokens, "closed form (per component)")
+
+
+def row_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray,
+                cfg: AuditConfig) -> ExactMoments:
+    """Exact moments of any row, by the estimator it declares (``row.estimator``)."""
+    if row.estimator == "edge":
+        return edge_row_moments(plan, pop, L)
+    if row.estimator == "conditional_ht":
+        if row.weighting != "exact":
+            raise ValueError(f"conditional_ht takes exact HT weights only; row {row.key!r} "
+                             f"has weighting {row.weighting!r}")
+        return conditional_moments(row, plan, pop, L)
+    if row.estimator != "ht":
+        raise ValueError(f"row {row.key!r}: unknown estimator {row.estimator!r}")
+    return vertex_row_moments(row, plan, pop, L, cfg)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -216,19 +292,23 @@ def informative(g: np.ndarray) -> np.ndarray:
     return np.linalg.norm(g, axis=-1) > 1e-12 * scale
 
 
-def exact_summary(mom: ExactMoments, g: np.ndarray, pop: Population) -> dict[str, float]:
+def exact_summary(mom: ExactMoments, g: np.ndarray, pop: Population,
+                  plan: Plan) -> dict[str, float]:
     """Aggregate exact per-prompt moments over prompts (means; tokens pooled).
 
     ``bias_exact = mean_q ||b_q||``, ``mse_exact = mean_q (||b_q||^2 + T_q)``,
     ``cos_mean_exact = mean over prompts with g_q != 0 of cos(g_q + b_q, g_q)``,
-    ``vertices/edges_exact = mean_q``, ``tokens_exact = sum_q E[sum_i J_qi C_qi] /
-    sum_q sum_i C_qi``. Missing values are NaN.
+    ``vertices/edges_exact = mean_q``, ``tokens_exact = sum_q E[sum_i J_qi cost_qi] /
+    token_scale`` (realised suffix tokens over the full cost; finished candidates cost 0),
+    ``generated_exact = (prefix_tokens + sum_q E[sum_i J_qi cost_qi]) / sum (prefix + C)``
+    (every generated token, comparable with small-group GRPO). Missing values are NaN.
     """
     nan = float("nan")
     out = {
         "vertices_exact": float(mom.vertices.mean()),
         "edges_exact": float(mom.edges.mean()),
-        "tokens_exact": float(mom.tokens.sum() / pop.costs.sum()),
+        "tokens_exact": float(mom.tokens.sum() / plan.token_scale),
+        "generated_exact": float((plan.prefix_tokens + mom.tokens.sum()) / whole_tokens(pop)),
         "bias_exact": nan, "mse_exact": nan, "cos_mean_exact": nan,
     }
     if mom.bias is not None:

@@ -40,9 +40,16 @@ import numba
 import numpy as np
 from scipy import stats
 
-from pairht.audit.exact import ExactMoments, _variant_kwargs, cosine, informative
+from pairht.audit.base import Plan, is_linear, n_pairs
+from pairht.audit.exact import (
+    ExactMoments,
+    _variant_kwargs,
+    conditional_parts,
+    cosine,
+    informative,
+)
 from pairht.audit.population import Population
-from pairht.audit.rows import Plan, _is_linear, n_pairs, need
+from pairht.estimators import edge_weights, pair_advantages, pair_kernel
 
 
 @dataclass
@@ -246,7 +253,6 @@ def pair_coefficients(rewards: np.ndarray, kwargs: dict[str, Any]) -> np.ndarray
     ``C_ij`` is the advantage of ``i`` when exactly ``{i, j}`` is completed, read from
     :func:`pairht.estimators.pair_advantages` on the ``M`` two-vertex masks.
     """
-    pair_advantages = need("pairht.estimators", "pair_advantages")
     G = rewards.shape[0]
     iu, ju = np.triu_indices(G, k=1)
     masks = np.zeros((iu.size, G), dtype=bool)
@@ -262,7 +268,6 @@ def pair_coefficients(rewards: np.ndarray, kwargs: dict[str, Any]) -> np.ndarray
 def draw_vertex_row(row: Any, plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,
                     rng: np.random.Generator, chunk: int = 4096) -> Draws:
     """``n`` replays of a vertex row on prompt ``q`` (see the module docstring)."""
-    edge_weights = need("pairht.estimators", "edge_weights")
     assert plan.designs is not None and plan.joint is not None  # vertex rows plan both
     design = plan.designs[q]
     G = pop.group_size
@@ -272,17 +277,16 @@ def draw_vertex_row(row: Any, plan: Plan, pop: Population, L: np.ndarray, q: int
     sample_seconds = time.perf_counter() - t0
     r = pop.rewards[q]
     kwargs = _variant_kwargs(row.weighting, row.w_max, plan.pi[q], plan.joint[q])
-    if _is_linear(row.weighting):
+    if is_linear(row.weighting):
         C = pair_coefficients(r, kwargs)
         w = M * edge_weights(np.ones(G, dtype=bool), **kwargs)
         est, tokens, ess, max_w = _bilinear_draws(masks, C, np.ascontiguousarray(L[q]), w,
-                                                  pop.costs[q])
+                                                  plan.cost[q])
     else:
         # Ratio variants: W depends on the whole mask. Their estimate is, by definition,
         # sum_{i<j} W_ij h_ij = (1/2) sum_{i,j} W_ij h_ij, with h from pair_kernel.
         # Draws repeat masks (the support has at most 2**G), so W is evaluated once per
         # distinct mask and the per-draw values are gathered back.
-        pair_kernel = need("pairht.estimators", "pair_kernel")
         h = pair_kernel(r, L[q]).reshape(G * G, -1)
         if G <= 62:
             codes = masks.astype(np.int64) @ (np.int64(1) << np.arange(G, dtype=np.int64))
@@ -299,7 +303,7 @@ def draw_vertex_row(row: Any, plan: Plan, pop: Population, L: np.ndarray, q: int
             est_u[lo:lo + chunk] = _rows_times(W.reshape(W.shape[0], G * G), h) / (2.0 * M)
             ess_u[lo:lo + chunk], max_u[lo:lo + chunk] = _matrix_weight_stats(W)
         est, ess, max_w = est_u[inverse.ravel()], ess_u[inverse.ravel()], max_u[inverse.ravel()]
-        tokens = _rows_times(masks.astype(np.float64), pop.costs[q][:, None])[:, 0]
+        tokens = _rows_times(masks.astype(np.float64), plan.cost[q][:, None])[:, 0]
     K = masks.sum(axis=1)
     return Draws(est=est, vertices=K.astype(np.float64),
                  edges=(K * (K - 1) / 2).astype(np.float64), tokens=tokens,
@@ -309,7 +313,6 @@ def draw_vertex_row(row: Any, plan: Plan, pop: Population, L: np.ndarray, q: int
 def draw_edge_row(plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,
                   rng: np.random.Generator) -> Draws:
     """``n`` replays of direct edge sampling on prompt ``q``: ``hat g = sum_e I_e h_e/(M q_e)``."""
-    pair_kernel = need("pairht.estimators", "pair_kernel")
     G = pop.group_size
     M = n_pairs(G)
     iu, ju = np.triu_indices(G, k=1)
@@ -320,9 +323,64 @@ def draw_edge_row(plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,
     sample_seconds = time.perf_counter() - t0
     y = pair_kernel(pop.rewards[q], L[q])[iu, ju, :] / (M * qe)[:, None]
     est, verts, edges, tokens, ess, max_w = _edge_draws(take, iu, ju, y, 1.0 / qe,
-                                                        pop.costs[q])
+                                                        plan.cost[q])
     return Draws(est=est, vertices=verts, edges=edges, tokens=tokens, ess=ess, max_w=max_w,
                  sample_seconds=sample_seconds)
+
+
+def draw_conditional_row(row: Any, plan: Plan, pop: Population, L: np.ndarray, q: int,
+                         n: int, rng: np.random.Generator) -> Draws:
+    """``n`` replays of conditional HT on a :class:`~pairht.designs.MixedSize` design.
+
+    Each draw is weighted as :func:`pairht.audit.exact.conditional_parts` says: with the
+    exact HT weights of the component it came from (read off its size), or of the mixture,
+    or estimates 0 (small-group GRPO with a single completion).
+    """
+    assert plan.designs is not None  # vertex rows always plan designs
+    design = plan.designs[q]
+    G = pop.group_size
+    M = n_pairs(G)
+    t0 = time.perf_counter()
+    masks = design.sample(rng, size=n)
+    sample_seconds = time.perf_counter() - t0
+    parts = conditional_parts(design, bool(getattr(row, "empty_below_two", False)))
+    if len(parts) == 1 and parts[0][1] is design:
+        which = np.zeros(n, dtype=np.int64)
+        samplers = [design]
+    else:
+        which = design.component_of(masks)
+        samplers = list(design.components)
+    r = pop.rewards[q]
+    est = np.zeros((n, L.shape[2]))
+    tokens = _rows_times(masks.astype(np.float64), plan.cost[q][:, None])[:, 0]
+    ess = np.zeros(n)
+    max_w = np.full(n, np.nan)
+    for _, sampler, weighter in parts:
+        sel = which == samplers.index(sampler)
+        if weighter is None or not sel.any():
+            continue
+        kwargs = {"weighting": "exact", "joint": weighter.joint()}
+        # Pairs a component never observes (joint 0) get weight 0: never used by its draws.
+        safe = np.where(kwargs["joint"] > 0.0, kwargs["joint"], 1.0)
+        kwargs["joint"] = safe
+        C = pair_coefficients(r, kwargs)
+        w = M * edge_weights(np.ones(G, dtype=bool), **kwargs)
+        est[sel], _, ess[sel], max_w[sel] = _bilinear_draws(
+            np.ascontiguousarray(masks[sel]), C, np.ascontiguousarray(L[q]), w, plan.cost[q])
+    K = masks.sum(axis=1)
+    return Draws(est=est, vertices=K.astype(np.float64),
+                 edges=(K * (K - 1) / 2).astype(np.float64), tokens=tokens,
+                 ess=ess, max_w=max_w, sample_seconds=sample_seconds)
+
+
+def row_draws(row: Any, plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,
+              rng: np.random.Generator) -> Draws:
+    """``n`` replays of any row on prompt ``q``, by the estimator it declares."""
+    if row.estimator == "edge":
+        return draw_edge_row(plan, pop, L, q, n, rng)
+    if row.estimator == "conditional_ht":
+        return draw_conditional_row(row, plan, pop, L, q, n, rng)
+    return draw_vertex_row(row, plan, pop, L, q, n, rng)
 
 
 @dataclass
@@ -384,7 +442,7 @@ def summarise(d: Draws, g: np.ndarray, exact_mean: np.ndarray | None) -> PromptS
 
 def mc_summary(per_prompt: list[PromptSummary], g: np.ndarray, pop: Population,
                mom: ExactMoments | None, exact: dict[str, float],
-               alpha: float) -> tuple[dict[str, float], list[str]]:
+               alpha: float, plan: Plan) -> tuple[dict[str, float], list[str]]:
     """Aggregate prompt summaries; test them against the exact metrics at level ``alpha``.
 
     Returns ``(metrics, flags)``: metrics ``*_mc`` and ``*_mc_se`` (see
@@ -417,7 +475,7 @@ def mc_summary(per_prompt: list[PromptSummary], g: np.ndarray, pop: Population,
     agg("cos", int(keep.sum()), keep)
     agg("vertices", P)
     agg("edges", P)
-    agg("tokens", float(pop.costs.sum()))
+    agg("tokens", float(plan.token_scale))
     out["ess_mc"] = float(np.mean([s.ess for s in per_prompt]))
     out["ess_ratio_mc"] = float(np.mean([s.ess_ratio for s in per_prompt]))
     out["max_weight_mc"] = float(np.nanmean([s.max_w_mean for s in per_prompt]))

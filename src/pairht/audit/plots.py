@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from pairht.audit.base import AuditConfig
 from pairht.audit.population import Population
-from pairht.audit.rows import AuditConfig
 from pairht.audit.runner import AuditResult
 
 
@@ -103,15 +103,15 @@ def mechanism(pop: Population, cfg: AuditConfig, path: str | os.PathLike[str],
     PAIR's ``pi_i``, edge width = ``a_ij``, vertex colour = ``p_hat``; (c) exact MSE of
     uniform, pointwise and PAIR at the same expected suffix cost on this prompt.
     """
-    from pairht.audit.rows import allocation_pi, need
+    from pairht.allocation import disagreement, edge_proxy
+    from pairht.audit.allocations import matched_pi
     from pairht.audit.runner import run_audit
 
     plt = _pyplot()
     q = int(np.argmax(pop.p_hat.std(axis=1))) if prompt is None else int(prompt)
     one = pop.subset([q])
-    disagreement = need("pairht.allocation", "disagreement")
-    a = need("pairht.allocation", "edge_proxy")(one.p_hat, kind=cfg.proxy)[0]
-    pi = allocation_pi("pair", one, cfg, {})[0][0]
+    a = edge_proxy(one.p_hat, kind="disagreement")[0]
+    pi = matched_pi("pair", one, cfg, {})[0][0]
     res = run_audit(one, ["uniform_ht", "pointwise_ht", "pair"], cfg, n_draws=0)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
     grid = np.linspace(0, 1, 101)

@@ -13,6 +13,7 @@ field          shape         meaning
 ``costs``      (P, G)        realised suffix tokens C_i, > 0
 ``prefix_len`` (P, G)        prefix tokens already generated (integer, >= 0)
 ``m_hat``      (P, G)        optional: prefix prediction of the score norm ||s_i||, >= 0
+``finished``   (P, G)        optional bool: the prefix already ended (complete, free, pi = 1)
 ``scores``     (P, G, d)     sequence scores s_i on a fixed parameter block, *or*
 ``gram``       (P, G, G)     their Gram matrices  K_ij = <s_i, s_j>  (scores can be huge)
 =============  ============  ==========================================================
@@ -96,6 +97,7 @@ class Population:
     gram: np.ndarray | None = None
     m_hat: np.ndarray | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    finished: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         arrays = validate_population_arrays(
@@ -107,6 +109,7 @@ class Population:
             scores=self.scores,
             gram=self.gram,
             m_hat=self.m_hat,
+            finished=self.finished,
         )
         for key, value in arrays.items():
             object.__setattr__(self, key, value)
@@ -158,6 +161,7 @@ class Population:
             gram=None if self.gram is None else self.gram[idx],
             m_hat=None if self.m_hat is None else self.m_hat[idx],
             meta=dict(self.meta),
+            finished=None if self.finished is None else self.finished[idx],
         )
 
     def __repr__(self) -> str:
@@ -175,6 +179,7 @@ def validate_population_arrays(
     scores: ArrayLike | None,
     gram: ArrayLike | None,
     m_hat: ArrayLike | None = None,
+    finished: ArrayLike | None = None,
 ) -> dict[str, np.ndarray | None]:
     """Check every population rule and return the arrays as read-only float64 / int64.
 
@@ -234,6 +239,14 @@ def validate_population_arrays(
             raise ValueError(f"m_hat must be >= 0 (a predicted score norm); "
                              f"m_hat[{where[0]}, {where[1]}] = {m[where]!r}")
         out["m_hat"] = m
+    out["finished"] = None
+    if finished is not None:
+        f = np.asarray(finished)
+        if f.shape != shape or f.dtype.kind not in "biuf" or not np.isin(f, (0, 1)).all():
+            raise ValueError(f"finished must be a bool array of shape {shape} like rewards "
+                             f"(True: the prefix already ended); got dtype {f.dtype}, shape "
+                             f"{f.shape}")
+        out["finished"] = f.astype(bool)
     if (scores is None) == (gram is None):
         raise ValueError(
             "exactly one of scores (P, G, d) and gram (P, G, G) must be given; got "
@@ -301,6 +314,8 @@ def save_population(path: str | os.PathLike[str], population: Population) -> Non
         arrays[key] = getattr(population, key)
     if population.m_hat is not None:
         arrays["m_hat"] = population.m_hat
+    if population.finished is not None:
+        arrays["finished"] = population.finished
     if population.scores is not None:
         arrays["scores"] = population.scores
     else:
@@ -336,18 +351,19 @@ def load_population(path: str | os.PathLike[str]) -> Population:
         keys = set(npz.files)
         if "format_version" not in keys:
             raise ValueError(f"{p}: missing key 'format_version' (not a pairht population file)")
+        raw_version = _read_key(npz, "format_version", p)
         try:
-            version = int(npz["format_version"])
+            version = int(raw_version)
         except (TypeError, ValueError):
             raise ValueError(
-                f"{p}: format_version must be an integer scalar; got {npz['format_version']!r}"
+                f"{p}: format_version must be an integer scalar; got {raw_version!r}"
             ) from None
         if version != FORMAT_VERSION:
             raise ValueError(
                 f"{p}: unsupported format_version {version}; this pairht reads version "
                 f"{FORMAT_VERSION}"
             )
-        if "format" in keys and str(npz["format"]) != FORMAT_NAME:
+        if "format" in keys and str(_read_key(npz, "format", p)) != FORMAT_NAME:
             raise ValueError(
                 f"{p}: format must be {FORMAT_NAME!r}; got {str(npz['format'])!r}"
             )
@@ -361,13 +377,13 @@ def load_population(path: str | os.PathLike[str]) -> Population:
         meta: dict[str, Any] = {}
         if "meta" in keys:
             try:
-                meta = json.loads(str(npz["meta"]))
+                meta = json.loads(str(_read_key(npz, "meta", p)))
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{p}: meta is not valid JSON ({exc})") from None
             if not isinstance(meta, dict):
                 raise ValueError(f"{p}: meta must be a JSON object; got {type(meta).__name__}")
-        data = {key: npz[key] for key in (*_PER_CANDIDATE, "scores", "gram", "m_hat")
-                if key in keys}
+        data = {key: _read_key(npz, key, p)
+                for key in (*_PER_CANDIDATE, "scores", "gram", "m_hat", "finished") if key in keys}
     for key, value in data.items():
         if value.dtype.kind not in "biuf":
             raise ValueError(f"{p}: {key} must be numeric; got dtype {value.dtype}")
@@ -375,6 +391,21 @@ def load_population(path: str | os.PathLike[str]) -> Population:
         return Population(**data, meta=meta)
     except ValueError as exc:
         raise ValueError(f"{p}: {exc}") from None
+
+
+def _read_key(npz: Any, key: str, path: str) -> np.ndarray:
+    """``npz[key]``, with numpy's refusal of pickled object arrays turned into a message that
+    names the file and the key (numpy's own names neither)."""
+    try:
+        return np.asarray(npz[key])
+    except ValueError as exc:
+        if "allow_pickle" not in str(exc):
+            raise ValueError(f"{path}: cannot read key {key!r} ({exc})") from None
+        raise ValueError(
+            f"{path}: {key} is an object array (pickled Python objects); a population file "
+            f"holds plain numeric arrays only, and pickles are never loaded (they can run "
+            f"code). Save {key} with a numeric dtype, e.g. np.asarray({key}, dtype=float)"
+        ) from None
 
 
 # ---------------------------------------------------------------------- synthetic generator

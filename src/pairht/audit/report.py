@@ -9,6 +9,10 @@ Column glossary (also in ``docs/audit.md``); ``*_exact`` from inclusion probabil
 ``cos``         ``E[cos(hat g, g)]`` over draws (MC only)
 ``vertices``    completed candidates per prompt; ``edges``: observed edges per prompt
 ``tokens``      realised relative suffix tokens ``sum_q E[sum_i J_i C_i] / sum_q sum_i C_i``
+                (finished candidates cost 0; small-group GRPO: whole sequences)
+``generated``   every generated token (prefixes included) over generating every candidate whole
+``ratio_to_best`` exact MSE over the best baseline's (see :mod:`pairht.audit.summary`)
+``budget_scale`` the solved budget (fraction of the predicted full cost) matching the target
 ``ess``         Kish ESS of observed edge weights; ``ess_ratio``: ESS / observed edges
 ``max_weight``  mean per-draw maximum relative edge weight ``M W_e``; ``max_weight_max``:
                 largest seen
@@ -33,7 +37,8 @@ METRICS = (
     "cos_mean_exact", "cos_mean_mc", "cos_mc", "cos_mc_se",
     "vertices_exact", "vertices_mc", "vertices_mc_se", "vertices_z",
     "edges_exact", "edges_mc", "edges_mc_se", "edges_z",
-    "tokens_exact", "tokens_mc", "tokens_mc_se", "tokens_z",
+    "tokens_exact", "tokens_mc", "tokens_mc_se", "tokens_z", "generated_exact",
+    "ratio_to_best", "budget_scale",
     "ess_mc", "ess_ratio_mc", "max_weight_mc", "max_weight_max",
     "alloc_ms", "build_ms", "sample_us", "design_ms", "draws_per_s", "mc_seconds",
 )
@@ -104,6 +109,7 @@ COMPACT = (
     ("Bias", "bias_exact", "bias"),
     ("MSE (exact)", "mse_exact", "mse"),
     ("MSE (MC)", "mse_mc", "mse"),
+    ("vs best", "ratio_to_best", "g"),
     ("Cosine", "cos_mc", "g"),
     ("Vertices", "vertices_exact", "int"),
     ("Edges", "edges_exact", "int"),

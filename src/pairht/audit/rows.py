@@ -1,18 +1,17 @@
 r"""The rows of the audit matrix: one small registered object per design/estimator pair.
 
-Every row answers three questions for a frozen :class:`~pairht.audit.population.Population`:
+A row *declares* what it is and *plans* its design on a frozen
+:class:`~pairht.audit.population.Population`; it does not evaluate itself. Its
+``estimator`` attribute (one of :data:`pairht.audit.base.ESTIMATORS`) names how
+:mod:`pairht.audit.exact` (exact design moments) and :mod:`pairht.audit.montecarlo` (replays)
+evaluate it, so imports run one way: base <- rows; base <- exact <- montecarlo; all <- runner.
 
-* :meth:`AuditRow.plan` -- which design does it run on each prompt (inclusion probabilities at
-  the matched expected suffix cost, the design object, its joint inclusions), and how long
-  did choosing it take;
-* :meth:`AuditRow.exact` -- the exact design expectation and covariance of its gradient
-  estimate (from inclusion probabilities, no sampling; see :mod:`pairht.audit.exact`);
-* :meth:`AuditRow.draw` -- ``n`` Monte Carlo replays (see :mod:`pairht.audit.montecarlo`).
-
-Most rows are a :class:`VertexRow`: an allocation rule (``full``, ``uniform``, ``pointwise``,
-``pair``, ``pair_fixed``), a vertex design kind from :func:`pairht.designs.make_design` and an
-edge-weighting variant from :data:`pairht.estimators.VARIANTS`. Adding one is a class with
-five attributes and the :func:`register_row` decorator::
+Most rows are a :class:`VertexRow`: an allocation rule named as in the step's allocator
+registry (``full``, ``uniform``, ``srswor``, ``pointwise``, ``pair``; see
+:mod:`pairht.audit.allocations`), an edge proxy for ``pair``, a vertex design kind from
+:func:`pairht.designs.make_design` and an edge-weighting variant from
+:data:`pairht.estimators.VARIANTS`. Adding one is a class with a few attributes and the
+:func:`register_row` decorator::
 
     @register_row
     class PairClipped5(VertexRow):
@@ -20,23 +19,27 @@ five attributes and the :func:`register_row` decorator::
         key, label, group = "pair_clip5", "PAIR, clipped w_max=5", "practical"
         allocation, design, weighting, w_max = "pair", "bernoulli", "clipped", 5.0
 
-Direct edge sampling is an :class:`EdgeRow` (it samples edges, not vertices).
+Direct edge sampling is an :class:`EdgeRow`; small-group GRPO is :class:`SmallGroupGRPO`.
 
-Matched cost
-------------
-Every row's budget is ``budget_ratio * sum_i c_hat_i`` predicted suffix tokens per prompt, and
-every allocation spends it in expectation under the *predicted* costs. Realised relative
-suffix tokens ``E[sum_i J_i C_i] / sum_i C_i`` are reported per row.
+Equal realised cost
+-------------------
+Every row follows realised accounting (finished candidates kept for free, budget spent on
+the unfinished ones) and is compared at equal expected *realised* suffix tokens:
+``budget_ratio`` of the full cost, reached by bisection on each rule's budget
+(:func:`pairht.audit.allocations.matched_pi`). Fixed-size rows use
+:class:`~pairht.designs.MixedSize` (sizes ``n`` and ``n + 1`` mixed, exact joints), so
+their size is taken over the unfinished candidates at any budget.
 
 Direct edge HT: documented choice
 ---------------------------------
 Edges are drawn independently, ``I_e ~ Bernoulli(q_e)``, weighted ``1/(M q_e)``, and every
 endpoint of a drawn edge must be completed, so vertex ``i`` is paid for with probability
-``1 - prod_{e ∋ i} (1 - q_e)``. We use the variance-optimal independent-edge shape
+``1 - prod_{e ∋ i} (1 - q_e)`` (finished vertices are free and their mutual edges always
+observed). We use the variance-optimal independent-edge shape
 ``q_e = clip(lambda sqrt(a_e), pi_min^2, 1)`` (minimises ``sum_e a_e / q_e`` for a fixed
 expected edge count; the floor ``pi_min^2`` mirrors the vertex designs' smallest
-``rho_ij``) and report two rows: ``direct_edge_ht`` picks ``lambda`` so that its expected
-*vertex* cost equals the budget (cost-matched, the fair comparison), and
+``rho_ij``) and report two rows: ``direct_edge_ht`` picks ``lambda`` per prompt so that its
+expected *realised* vertex cost is ``budget_ratio`` of the prompt's full cost, and
 ``direct_edge_ht_edges`` picks ``lambda`` so that its expected number of observed edges
 equals PAIR's, and reports the higher cost that buys (the paper's 0.61-vs-0.46 row).
 """
@@ -44,104 +47,26 @@ equals PAIR's, and reports the higher cost that buys (the paper's 0.61-vs-0.46 r
 from __future__ import annotations
 
 import abc
-import importlib
-import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from pairht.allocation import edge_proxy
+from pairht.audit.allocations import allocator_pi, matched_pi, matched_sized_pi, sized_pair_pi
+from pairht.audit.base import (
+    AuditConfig,
+    Plan,
+    finished_mask,
+    full_cost,
+    suffix_costs,
+)
 from pairht.audit.population import Population
+from pairht.designs import Bernoulli, MixedSize, make_design
 
-#: Allocation rules a :class:`VertexRow` can name.
-ALLOCATIONS = ("full", "uniform", "pointwise", "pair", "pair_fixed", "pair_norm")
-
-
-class RowUnavailable(RuntimeError):
-    """A row needs a function that is not (yet) importable; the audit skips it and says why."""
-
-
-def need(module: str, name: str) -> Any:
-    """Import ``module.name`` or raise :class:`RowUnavailable` naming what is missing."""
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        raise RowUnavailable(f"{module} is not importable ({exc})") from None
-    try:
-        return getattr(mod, name)
-    except AttributeError:
-        raise RowUnavailable(f"{module}.{name} is missing") from None
-
-
-@dataclass(frozen=True)
-class AuditConfig:
-    """Settings shared by every row of one audit.
-
-    Parameters
-    ----------
-    budget_ratio : float
-        Expected predicted suffix cost as a fraction of the full group's, in (0, 1].
-    pi_min : float
-        Probability floor of the adaptive allocations (and ``pi_min^2`` floor of direct edge
-        sampling), in (0, 1].
-    proxy : str
-        Edge proxy kind for :func:`pairht.allocation.allocate` (``"disagreement"`` default).
-    fixed_size : int or None
-        Endpoint count of the fixed-size rows; ``None`` lets
-        :func:`pairht.allocation.auto_size` choose ``floor(budget_ratio * G)`` (at least 2
-        and ``ceil(G pi_min)``).
-    n_orders : int
-        Recorded orders of the randomized dependent-rounding design.
-    enum_limit : int
-        Largest ``2**G`` for which exact metrics of ratio estimators (no closed form) are
-        computed by enumerating the design support; beyond it they are reported as n/a.
-    alpha : float
-        Level of the exact-vs-Monte-Carlo consistency tests.
-    seed : int
-        Seed of every random choice of the audit (design construction and draws).
-    """
-
-    budget_ratio: float = 0.5
-    pi_min: float = 0.08
-    proxy: str = "disagreement"
-    fixed_size: int | None = None
-    n_orders: int = 8
-    enum_limit: int = 2**12
-    alpha: float = 1e-4
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if not (0.0 < self.budget_ratio <= 1.0):
-            raise ValueError(f"budget_ratio must lie in (0, 1]; got {self.budget_ratio!r}")
-        if not (0.0 < self.pi_min <= 1.0):
-            raise ValueError(f"pi_min must lie in (0, 1]; got {self.pi_min!r}")
-        if self.fixed_size is not None and self.fixed_size < 2:
-            raise ValueError(f"fixed_size must be an int >= 2 or None; got {self.fixed_size!r}")
-        if self.n_orders < 1:
-            raise ValueError(f"n_orders must be >= 1; got {self.n_orders!r}")
-        if not (0.0 < self.alpha < 1.0):
-            raise ValueError(f"alpha must lie in (0, 1); got {self.alpha!r}")
-
-
-
-@dataclass
-class Plan:
-    """What a row runs on each prompt, and what choosing it cost.
-
-    ``pi`` (P, G) are vertex inclusion probabilities (what decides the suffix cost); vertex
-    rows also hold ``designs`` (one :class:`~pairht.designs.Design` per prompt) and ``joint``
-    (P, G, G); edge rows hold ``q`` (P, G, G), the edge inclusion probabilities.
-    """
-
-    pi: np.ndarray
-    alloc_seconds: float
-    build_seconds: float = 0.0
-    designs: list[Any] | None = None
-    joint: np.ndarray | None = None
-    q: np.ndarray | None = None
-    notes: list[str] = field(default_factory=list)
+#: Row groups, in table order: the trivial designs a user would try instead of PAIR are
+#: ``"baseline"`` (the summary line compares PAIR with the best of them).
+GROUPS = ("paper", "baseline", "proxy", "fixed_size", "practical", "extra")
 
 
 class AuditRow(abc.ABC):
@@ -151,23 +76,22 @@ class AuditRow(abc.ABC):
     key: ClassVar[str] = ""
     #: Human-readable label for tables and figures.
     label: ClassVar[str] = ""
-    #: ``"paper"`` (Table audit-matrix), ``"fixed_size"``, ``"practical"`` or ``"extra"``.
+    #: One of :data:`GROUPS`.
     group: ClassVar[str] = "extra"
     #: Whether the estimator is claimed exactly design-unbiased (tested: exact bias <= 1e-12).
     unbiased: ClassVar[bool] = False
+    #: How the estimate is formed (:data:`pairht.audit.base.ESTIMATORS`).
+    estimator: ClassVar[str] = "ht"
+    #: Edge-weighting variant (:data:`pairht.estimators.VARIANTS`) and its clipping level.
+    weighting: ClassVar[str] = "exact"
+    w_max: ClassVar[float | None] = None
+    #: Conditional HT only: a sample of fewer than two candidates estimates 0 (GRPO with one
+    #: completion) instead of falling back to the mixture's joints.
+    empty_below_two: ClassVar[bool] = False
 
     @abc.abstractmethod
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
         """Choose the design of every prompt (``cache`` shares allocations between rows)."""
-
-    @abc.abstractmethod
-    def exact(self, plan: Plan, pop: Population, L: np.ndarray, cfg: AuditConfig) -> Any:
-        """Exact moments, a :class:`pairht.audit.exact.ExactMoments`."""
-
-    @abc.abstractmethod
-    def draw(self, plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,
-             rng: np.random.Generator) -> Any:
-        """``n`` replays on prompt ``q``, a :class:`pairht.audit.montecarlo.Draws`."""
 
     def __repr__(self) -> str:
         return f"<audit row {self.key!r}: {self.label}>"
@@ -197,142 +121,107 @@ def register_row(cls: _R) -> _R:
         raise ValueError(f"{cls.__name__}.key must be a non-empty string")
     if cls.key in ROWS:
         raise ValueError(f"audit row key {cls.key!r} is already registered")
+    if cls.group not in GROUPS:
+        raise ValueError(f"{cls.__name__}.group must be one of {GROUPS}; got {cls.group!r}")
     ROWS[cls.key] = cls()
     return cls
 
 
-# ---------------------------------------------------------------------- allocations
-def budget_tokens(pop: Population, cfg: AuditConfig) -> np.ndarray:
-    """Per-prompt budget ``B_q = budget_ratio * sum_i c_hat_qi`` in predicted tokens, (P,)."""
-    return cfg.budget_ratio * pop.c_hat.sum(axis=1)
+def _build_designs(kind: str, pi: np.ndarray, cfg: AuditConfig, cache: dict[str, Any],
+                   key: str) -> tuple[list[Any], np.ndarray, float]:
+    """One design per prompt (cached under ``key``) and their joints; untimed JIT warm-up."""
+    if key in cache:
+        return cache[key]
 
+    def build(q: int) -> Any:
+        if kind == "bernoulli":
+            return Bernoulli(pi[q])
+        kwargs: dict[str, Any] = {}
+        rdr = "randomized_dependent_rounding"
+        if kind == rdr or (kind.startswith("mixed_size") and kind.endswith(rdr)):
+            kwargs = {"n_orders": cfg.n_orders, "rng": np.random.SeedSequence([cfg.seed, 7, q])}
+        if kind.startswith("mixed_size"):
+            base = kind.partition(":")[2] or "conditional_poisson"
+            return MixedSize(pi[q], base=base, **kwargs)
+        return make_design(kind, pi[q], **kwargs)
 
-def allocation_pi(kind: str, pop: Population, cfg: AuditConfig,
-                  cache: dict[str, Any]) -> tuple[np.ndarray, float, list[str]]:
-    """Inclusion probabilities ``(P, G)`` of allocation rule ``kind`` at the matched budget.
-
-    Returns ``(pi, seconds, notes)``; results are cached per audit so that rows sharing an
-    allocation (PAIR and its weighting variants) share its cost and its draw of ``pi``.
-    """
-    if kind not in ALLOCATIONS:
-        raise ValueError(f"allocation must be one of {ALLOCATIONS}; got {kind!r}")
-    if kind in cache:
-        return cache[kind]
-    budget = budget_tokens(pop, cfg)
-    notes: list[str] = []
-    if kind == "full":
-        solve: Callable[[slice], Any] = lambda sl: np.ones_like(pop.p_hat[sl])  # noqa: E731
-    elif kind == "uniform":
-        fn = need("pairht.allocation", "uniform_allocation")
-        solve = lambda sl: fn(pop.c_hat[sl], budget[sl], cfg.pi_min)  # noqa: E731
-    elif kind == "pointwise":
-        fn = need("pairht.allocation", "pointwise_allocation")
-        solve = lambda sl: fn(pop.p_hat[sl], pop.c_hat[sl], budget[sl], cfg.pi_min)  # noqa: E731
-    else:
-        allocate = need("pairht.allocation", "allocate")
-        proxy = "score_norm" if kind == "pair_norm" else cfg.proxy
-        kwargs: dict[str, Any] = {"pi_min": cfg.pi_min, "proxy": proxy, "fallback": True}
-        if proxy == "score_norm":
-            if pop.m_hat is None:
-                raise RowUnavailable("the score_norm proxy needs m_hat in the population")
-            kwargs["score_norm"] = pop.m_hat
-        if kind == "pair_fixed":
-            kwargs["size"] = "auto" if cfg.fixed_size is None else cfg.fixed_size
-        def solve(sl: slice) -> Any:
-            kw = dict(kwargs)
-            if "score_norm" in kw:
-                kw["score_norm"] = kw["score_norm"][sl]
-            return allocate(pop.p_hat[sl], pop.c_hat[sl], budget[sl], **kw)
-    # One untimed call on the first prompt compiles any numba kernel, so that the reported
-    # wall-clock is the steady-state cost of a training step, not a one-off JIT compile.
-    solve(slice(0, 1))
+    warm = build(0)
+    warm.joint()
+    warm.sample(np.random.default_rng(0), size=2)
     t0 = time.perf_counter()
-    res = solve(slice(None))
-    if kind in ("full", "uniform", "pointwise"):
-        pi = res
-    else:
-        pi = res.pi
-        bad = ~np.asarray(res.converged, dtype=bool)
-        if bad.any():
-            notes.append(f"allocation did not converge on {int(bad.sum())} prompts")
-        used = np.asarray(getattr(res, "fallback_used", False), dtype=bool)
-        if used.any():
-            notes.append(f"allocation fell back to uniform on {int(used.sum())} prompts")
-    seconds = time.perf_counter() - t0
-    pi = np.clip(np.asarray(pi, dtype=np.float64), 0.0, 1.0)
-    if kind == "pair_fixed":
-        # Fixed-size designs need sum(pi) = n exactly; the solver meets it to its tolerance.
-        pi = _rescale_to_sum(pi, np.round(pi.sum(axis=1, keepdims=True)))
-    cache[kind] = (pi, seconds, notes)
-    return cache[kind]
-
-
-def _rescale_to_sum(pi: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Remove the solver's rounding from ``sum(pi) = n`` (iterative capped rescaling)."""
-    out = pi.copy()
-    for _ in range(50):
-        gap = n - out.sum(axis=1, keepdims=True)
-        if np.all(np.abs(gap) < 1e-13):
-            break
-        free = (out < 1.0) & (out > 0.0)
-        room = np.where(free, out, 0.0)
-        out = np.clip(out + gap * room / np.maximum(room.sum(axis=1, keepdims=True), 1e-300),
-                      0.0, 1.0)
-    return out
+    designs = [build(q) for q in range(pi.shape[0])]
+    joint = np.stack([d.joint() for d in designs])
+    cache[key] = (designs, joint, time.perf_counter() - t0)
+    return cache[key]
 
 
 # ---------------------------------------------------------------------- vertex rows
 class VertexRow(AuditRow):
     """A vertex design (allocation + design kind) with an edge-weighting variant.
 
-    Class attributes: ``allocation`` (one of :data:`ALLOCATIONS`), ``design`` (a kind of
-    :func:`pairht.designs.make_design`), ``weighting`` (a key of
-    :data:`pairht.estimators.VARIANTS`) and ``w_max`` (clipping level, or None).
+    Class attributes: ``allocation`` (an allocator name, see
+    :mod:`pairht.audit.allocations`), ``proxy`` (edge proxy of ``pair``; ``None``: the
+    config's), ``design`` (``"bernoulli"``, a kind of :func:`pairht.designs.make_design`, or
+    ``"mixed_size:<fixed-size kind>"``), ``weighting`` and ``w_max``.
     """
 
     allocation: ClassVar[str] = "pair"
+    proxy: ClassVar[str | None] = None
     design: ClassVar[str] = "bernoulli"
-    weighting: ClassVar[str] = "exact"
-    w_max: ClassVar[float | None] = None
-
-    def design_kwargs(self, cfg: AuditConfig, q: int) -> dict[str, Any]:
-        """Extra keyword arguments of the design constructor for prompt ``q``."""
-        if self.design == "randomized_dependent_rounding":
-            return {"n_orders": cfg.n_orders, "rng": np.random.SeedSequence([cfg.seed, 7, q])}
-        return {}
+    #: ``pair`` with a fixed size: the program solved at the two neighbouring sizes of the
+    #: uniform size (:func:`pairht.audit.allocations.sized_pair_pi`), mixed; ``design`` must
+    #: then be ``"mixed_size:<kind>"``.
+    sized: ClassVar[bool] = False
 
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
-        pi, seconds, notes = allocation_pi(self.allocation, pop, cfg, cache)
-        key = f"designs:{self.allocation}:{self.design}"
+        if self.sized:
+            return self._plan_sized(pop, cfg, cache)
+        pi, scale, notes = matched_pi(self.allocation, pop, cfg, cache, self.proxy)
+        key = f"seconds:{self.allocation}:{self.proxy}"
         if key not in cache:
-            if self.design == "bernoulli":
-                make = need("pairht.designs", "Bernoulli")
-                build: Callable[..., Any] = lambda kind, p, **kw: make(p)  # noqa: E731
-            else:
-                build = need("pairht.designs", "make_design")
-            warm = build(self.design, pi[0], **self.design_kwargs(cfg, 0))  # JIT, untimed
-            warm.joint()
-            warm.sample(np.random.default_rng(0), size=2)
+            # What a training step pays: one allocation at the solved budget (the audit's
+            # bisection to match realised cost is not part of a step).
             t0 = time.perf_counter()
-            designs = [build(self.design, pi[q], **self.design_kwargs(cfg, q))
-                       for q in range(pop.n_prompts)]
+            allocator_pi(self.allocation, pop, scale, cfg, self.proxy)
+            cache[key] = time.perf_counter() - t0
+        timed = cache[key]
+        designs, joint, build_seconds = _build_designs(
+            self.design, pi, cfg, cache, f"designs:{self.allocation}:{self.proxy}:{self.design}")
+        return Plan(pi=np.stack([d.pi for d in designs]), alloc_seconds=timed,
+                    cost=suffix_costs(pop), build_seconds=build_seconds, designs=designs,
+                    joint=joint, budget_scale=scale, notes=list(notes),
+                    token_scale=full_cost(pop), prefix_tokens=float(pop.prefix_len.sum()))
+
+
+    def _plan_sized(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
+        p_lo, p_hi, f, scale, notes = matched_sized_pi(pop, cfg, cache, self.proxy)
+        if f"seconds:sized:{self.proxy}" not in cache:
+            t0 = time.perf_counter()  # one step's allocation (both sizes), not the bisection
+            sized_pair_pi(pop, scale, cfg, self.proxy)
+            cache[f"seconds:sized:{self.proxy}"] = time.perf_counter() - t0
+        seconds = cache[f"seconds:sized:{self.proxy}"]
+        key = f"designs:sized:{self.proxy}:{self.design}"
+        if key not in cache:
+            base = self.design.partition(":")[2] or "conditional_poisson"
+            rdr = base == "randomized_dependent_rounding"
+
+            def build(q: int) -> MixedSize:
+                kw: dict[str, Any] = {}
+                if rdr:
+                    kw = {"n_orders": cfg.n_orders,
+                          "rng": np.random.SeedSequence([cfg.seed, 7, q])}
+                return MixedSize.from_components(p_lo[q], p_hi[q], f[q], base=base, **kw)
+
+            build(0).joint()  # JIT warm-up, untimed
+            t1 = time.perf_counter()
+            designs = [build(q) for q in range(pop.n_prompts)]
             joint = np.stack([d.joint() for d in designs])
-            cache[key] = (designs, joint, time.perf_counter() - t0)
+            cache[key] = (designs, joint, time.perf_counter() - t1)
         designs, joint, build_seconds = cache[key]
         return Plan(pi=np.stack([d.pi for d in designs]), alloc_seconds=seconds,
-                    build_seconds=build_seconds, designs=designs, joint=joint,
-                    notes=list(notes))
-
-    def exact(self, plan: Plan, pop: Population, L: np.ndarray, cfg: AuditConfig) -> Any:
-        from pairht.audit.exact import vertex_row_moments
-
-        return vertex_row_moments(self, plan, pop, L, cfg)
-
-    def draw(self, plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,
-             rng: np.random.Generator) -> Any:
-        from pairht.audit.montecarlo import draw_vertex_row
-
-        return draw_vertex_row(self, plan, pop, L, q, n, rng)
+                    cost=suffix_costs(pop), build_seconds=build_seconds, designs=designs,
+                    joint=joint, budget_scale=scale, notes=list(notes),
+                    token_scale=full_cost(pop), prefix_tokens=float(pop.prefix_len.sum()))
 
 
 @register_row
@@ -345,17 +234,30 @@ class FullGraph(VertexRow):
 
 @register_row
 class UniformHT(VertexRow):
-    """Equal inclusion probability for every candidate at the matched cost, exact HT weights."""
+    """Uniform among unfinished candidates (finished free), Bernoulli, exact HT weights."""
 
-    key, label, group, unbiased = "uniform_ht", "Uniform vertex HT", "paper", True
+    key, label, group, unbiased = "uniform_ht", "Uniform among unfinished (Bernoulli)", \
+        "baseline", True
     allocation = "uniform"
 
 
 @register_row
-class PointwiseHT(VertexRow):
-    """Inclusion proportional to the pointwise score p(1-p) (floored), exact HT weights."""
+class SRSWOR(VertexRow):
+    """Fixed-size uniform among unfinished: SRSWOR of sizes n and n+1 mixed (finished in).
 
-    key, label, group, unbiased = "pointwise_ht", "Pointwise p(1-p) HT", "paper", True
+    Conditional HT: the weights of the size actually drawn, i.e. SRSWOR's own HT weights.
+    """
+
+    key, label, group, unbiased = "srswor", "Fixed-size uniform among unfinished (SRSWOR)", \
+        "baseline", True
+    allocation, design, estimator = "srswor", "mixed_size:conditional_poisson", "conditional_ht"
+
+
+@register_row
+class PointwiseHT(VertexRow):
+    """Neyman pointwise allocation sqrt(p(1-p)/c) among unfinished (floored), exact HT."""
+
+    key, label, group, unbiased = "pointwise_ht", "Pointwise p(1-p) HT", "baseline", True
     allocation = "pointwise"
 
 
@@ -412,42 +314,36 @@ class EdgeRow(AuditRow):
     """Direct edge HT: independent edge sampling, weights ``1/(M q_e)``, every endpoint paid."""
 
     unbiased = True
-    #: ``"cost"`` (match the expected vertex cost) or ``"edges"`` (match PAIR's edge count).
+    estimator = "edge"
+    #: ``"cost"`` (match the expected realised vertex cost) or ``"edges"`` (PAIR's edges).
     match: ClassVar[str] = "cost"
 
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
-        edge_proxy = need("pairht.allocation", "edge_proxy")
         t0 = time.perf_counter()
-        a = edge_proxy(pop.p_hat, kind=cfg.proxy)
+        fin = finished_mask(pop)
+        a = edge_proxy(pop.p_hat, kind="disagreement")
+        C = suffix_costs(pop)
+        notes: list[str] = []
         if self.match == "cost":
-            target = budget_tokens(pop, cfg)
-            notes: list[str] = []
+            target = cfg.budget_ratio * C.sum(axis=1)
         else:
-            pair_pi, _, notes = allocation_pi("pair", pop, cfg, cache)
+            pair_pi, _, notes = matched_pi("pair", pop, cfg, cache)
             # Bernoulli PAIR observes sum_{i<j} pi_i pi_j edges in expectation.
             target = (pair_pi.sum(axis=1) ** 2 - (pair_pi**2).sum(axis=1)) / 2.0
-        q = edge_probabilities(a, pop.c_hat, floor=cfg.pi_min**2, target=target,
-                               match=self.match)
-        G = pop.group_size
-        off = ~np.eye(G, dtype=bool)
+        q = edge_probabilities(a, C, floor=cfg.pi_min**2, target=target, match=self.match)
+        # Two finished endpoints: the edge is observed for free, always.
+        both = fin[:, :, None] & fin[:, None, :] & ~np.eye(pop.group_size, dtype=bool)
+        q = np.where(both, 1.0, q)
+        off = ~np.eye(pop.group_size, dtype=bool)
         pi = 1.0 - np.prod(np.where(off, 1.0 - q, 1.0), axis=2)
-        return Plan(pi=pi, alloc_seconds=time.perf_counter() - t0, q=q, notes=list(notes))
-
-    def exact(self, plan: Plan, pop: Population, L: np.ndarray, cfg: AuditConfig) -> Any:
-        from pairht.audit.exact import edge_row_moments
-
-        return edge_row_moments(plan, pop, L)
-
-    def draw(self, plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,
-             rng: np.random.Generator) -> Any:
-        from pairht.audit.montecarlo import draw_edge_row
-
-        return draw_edge_row(plan, pop, L, q, n, rng)
+        return Plan(pi=pi, alloc_seconds=time.perf_counter() - t0, cost=C, q=q,
+                    notes=list(notes), token_scale=full_cost(pop),
+                    prefix_tokens=float(pop.prefix_len.sum()))
 
 
 @register_row
 class DirectEdgeHT(EdgeRow):
-    """Direct edge HT at the matched expected suffix cost (fair comparison)."""
+    """Direct edge HT at the matched expected realised suffix cost (fair comparison)."""
 
     key, label, group = "direct_edge_ht", "Direct edge HT", "paper"
     match = "cost"
@@ -459,6 +355,54 @@ class DirectEdgeHTMatchedEdges(EdgeRow):
 
     key, label, group = "direct_edge_ht_edges", "Direct edge HT (PAIR's edge count)", "paper"
     match = "edges"
+
+
+# ---------------------------------------------------------------------- small-group GRPO
+@register_row
+class SmallGroupGRPO(AuditRow):
+    r"""Small-group GRPO: ``G'`` full completions, no prefix phase, RLOO / pair average.
+
+    **Cost.** PAIR generates every prefix and then the selected suffixes; its expected total
+    is ``sum_i prefix_i + budget_ratio * sum_{i unfinished} C_i`` (pooled over prompts).
+    GRPO generates ``G'`` whole sequences of expected length ``mean_i (prefix_i + C_i)``,
+    ``G'`` chosen so that both totals are equal. A non-integer ``G'`` mixes the sizes
+    ``floor(G')`` and ``ceil(G')`` (:class:`~pairht.designs.MixedSize` of uniform
+    ``pi = G'/G``).
+
+    **What it estimates.** A fresh group of ``G'`` completions is modelled as a uniform
+    ``G'``-subset of the population's ``G`` candidates (SRSWOR; the candidates are i.i.d.
+    draws of the policy, so this is exact in distribution). Its estimate, the pair average
+    ``(1/M') sum_{i<j in J} h_ij`` (``M' = G'(G'-1)/2``; proportional to the RLOO / LOO
+    gradient of the ``G'`` completions by the pairwise representation), has design
+    expectation the pair average over all ``G`` candidates, because each pair is in the
+    subset with probability ``M'/M``: it is unbiased for the *same* target as every other
+    row, ``g_pair`` of the prompt's candidates, itself an unbiased estimate of the
+    prompt-level expected pair gradient ``E[h_12]``. So MSEs are comparable. (A component of
+    size ``G' < 2`` has no pair: its estimate is 0 and the row is then biased, which the
+    audit reports.)
+    """
+
+    key, label, group, unbiased = "grpo_small", "Small-group GRPO (G' full completions)", \
+        "baseline", True
+    estimator, empty_below_two = "conditional_ht", True
+
+    def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
+        t0 = time.perf_counter()
+        C = suffix_costs(pop)
+        whole = pop.prefix_len + C
+        pair_total = pop.prefix_len.sum() + cfg.budget_ratio * full_cost(pop)
+        ratio = float(pair_total / whole.sum())
+        G = pop.group_size
+        pi = np.full(pop.p_hat.shape, min(ratio, 1.0))
+        designs, joint, build = _build_designs("mixed_size:conditional_poisson", pi, cfg, cache,
+                                               "designs:grpo")
+        notes = [f"G' = {ratio * G:.3f} full completions per prompt"]
+        if ratio * G < 2:
+            notes.append("G' < 2: groups of one completion have no pair (estimate 0, biased)")
+        return Plan(pi=np.stack([d.pi for d in designs]), alloc_seconds=time.perf_counter() - t0,
+                    cost=whole.astype(np.float64), build_seconds=build, designs=designs,
+                    joint=joint, budget_scale=ratio, notes=notes,
+                    token_scale=float(whole.sum()), prefix_tokens=0.0)
 
 
 # ---------------------------------------------------------------------- PAIR and variants
@@ -491,32 +435,51 @@ class PairScoreNorm(VertexRow):
     """PAIR with the score-norm edge proxy a_ij = d_ij (m_i + m_j)^2 / 4 (needs m_hat)."""
 
     key, label, group, unbiased = "pair_score_norm", "PAIR, score-norm proxy", "proxy", True
-    allocation = "pair_norm"
+    proxy = "score_norm"
+
+
+@register_row
+class PairLengthEnergy(VertexRow):
+    """PAIR with the length-scaled energy proxy (m_i^2 ~ predicted total length)."""
+
+    key, label, group, unbiased = "pair_energy", "PAIR, length-energy proxy", "proxy", True
+    proxy = "length_energy"
 
 
 @register_row
 class PairConditionalPoisson(VertexRow):
-    """PAIR with a fixed endpoint count: conditional Poisson (max-entropy) design."""
+    """PAIR's fixed-size program at sizes n and n+1 (mixed), conditional Poisson designs."""
 
     key, label, group, unbiased = "pair_cps", "PAIR, conditional Poisson", "fixed_size", True
-    allocation, design = "pair_fixed", "conditional_poisson"
+    design, estimator, sized = "mixed_size:conditional_poisson", "conditional_ht", True
+
+
+@register_row
+class PairEnergyConditionalPoisson(VertexRow):
+    """Length-energy PAIR on the mixed-size conditional Poisson design."""
+
+    key, label, group, unbiased = ("pair_energy_cps", "PAIR, length-energy, conditional Poisson",
+                                   "fixed_size", True)
+    proxy, design, estimator, sized = ("length_energy", "mixed_size:conditional_poisson",
+                                       "conditional_ht", True)
 
 
 @register_row
 class PairDependentRounding(VertexRow):
-    """PAIR with a fixed endpoint count: dependent rounding over randomized orders."""
+    """PAIR's fixed-size program at sizes n and n+1, dependent rounding (random orders)."""
 
     key, label, group, unbiased = ("pair_drr", "PAIR, dependent rounding (rand. order)",
                                    "fixed_size", True)
-    allocation, design = "pair_fixed", "randomized_dependent_rounding"
+    design, estimator, sized = ("mixed_size:randomized_dependent_rounding", "conditional_ht",
+                                True)
 
 
 @register_row
 class MarginalOnlyConditionalPoisson(VertexRow):
-    """Marginal-only weights 1/(pi_i pi_j) on the conditional Poisson design (biased there)."""
+    """Marginal-only weights 1/(pi_i pi_j) on the mixed-size conditional Poisson design."""
 
     key, label, group = "marginal_only_cps", "Marginal-only, conditional Poisson", "fixed_size"
-    allocation, design, weighting = "pair_fixed", "conditional_poisson", "marginal_only"
+    design, weighting, sized = "mixed_size:conditional_poisson", "marginal_only", True
 
 
 @register_row
@@ -553,6 +516,8 @@ class PairHajek(VertexRow):
 
 #: The paper's Table audit-matrix rows, in its order.
 PAPER_ROWS = tuple(k for k, r in ROWS.items() if r.group == "paper")
+#: The trivial designs a user would try instead of PAIR (the summary's comparators).
+BASELINE_ROWS = tuple(k for k, r in ROWS.items() if r.group == "baseline")
 
 
 def select_rows(keys: list[str] | tuple[str, ...] | None = None) -> list[AuditRow]:
@@ -563,22 +528,3 @@ def select_rows(keys: list[str] | tuple[str, ...] | None = None) -> list[AuditRo
     if unknown:
         raise ValueError(f"unknown audit rows {unknown}; registered rows are {list(ROWS)}")
     return [ROWS[k] for k in keys]
-
-
-def _is_linear(weighting: str) -> bool:
-    """Whether ``W_ij = I_ij w_ij`` with ``w`` fixed by the design (closed-form moments).
-
-    Read from the estimators' registry: a variant is linear iff it has a closed-form bias
-    multiplier (ratio estimators return ``None``).
-    """
-    variants = need("pairht.estimators", "VARIANTS")
-    if weighting not in variants:
-        raise RowUnavailable(f"weighting {weighting!r} is not in pairht.estimators.VARIANTS")
-    rho = np.full((2, 2), 0.5)
-    out = variants[weighting].bias_multiplier(rho, rho, w_max=1.0, pi=np.full(2, 0.5))
-    return out is not None
-
-
-def n_pairs(G: int) -> int:
-    """``M = G (G - 1) / 2``."""
-    return math.comb(G, 2)

@@ -1,4 +1,8 @@
-"""Run the audit: plan every row, compute its exact metrics, replay it by Monte Carlo."""
+"""Run the audit: plan every row, compute its exact metrics, replay it by Monte Carlo.
+
+Every row follows realised accounting and is matched at equal expected realised suffix tokens
+(:mod:`pairht.audit.allocations`).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from pairht.audit.exact import exact_summary
-from pairht.audit.montecarlo import mc_summary, summarise
+from pairht.audit.base import AuditConfig, RowUnavailable
+from pairht.audit.exact import exact_summary, row_moments
+from pairht.audit.montecarlo import mc_summary, row_draws, summarise
 from pairht.audit.population import Population
-from pairht.audit.rows import AuditConfig, AuditRow, RowUnavailable, need, select_rows
+from pairht.audit.rows import AuditRow, select_rows
+from pairht.estimators import pair_gradient
 
 #: Default Monte Carlo draws per prompt (the paper's 50,000).
 DEFAULT_DRAWS = 50_000
@@ -119,10 +125,7 @@ def run_audit(
     selected = select_rows(list(rows) if rows is not None else None)
     pop = population
     L = pop.reduced_scores()
-    try:
-        g = need("pairht.estimators", "pair_gradient")(pop.rewards, L)
-    except RowUnavailable as exc:
-        raise ValueError(f"the audit needs pairht.estimators ({exc})") from None
+    g = pair_gradient(pop.rewards, L)
     cache: dict[str, Any] = {}
     results = [_run_row(row, pop, L, g, cfg, cache, n_draws, exact, progress)
                for row in selected]
@@ -143,7 +146,7 @@ def _run_row(row: AuditRow, pop: Population, L: np.ndarray, g: np.ndarray, cfg: 
     try:
         plan = row.plan(pop, cfg, cache)
         res.notes.extend(plan.notes)
-        mom = row.exact(plan, pop, L, cfg) if exact else None
+        mom = row_moments(row, plan, pop, L, cfg) if exact else None
     except RowUnavailable as exc:
         res.status = f"unavailable: {exc}"
         return res
@@ -152,12 +155,13 @@ def _run_row(row: AuditRow, pop: Population, L: np.ndarray, g: np.ndarray, cfg: 
         return res
     ex: dict[str, float] = {}
     if mom is not None:
-        ex = exact_summary(mom, g, pop)
+        ex = exact_summary(mom, g, pop, plan)
         res.exact_method = mom.method
         if mom.bias is not None and mom.trace_cov is not None:
             res.per_prompt["mse_exact"] = np.einsum("pd,pd->p", mom.bias, mom.bias) + \
                 mom.trace_cov
     res.metrics.update(ex)
+    res.metrics["budget_scale"] = float(plan.budget_scale)
     res.metrics["alloc_ms"] = 1e3 * plan.alloc_seconds / P
     res.metrics["build_ms"] = 1e3 * plan.build_seconds / P
     if n_draws:
@@ -166,7 +170,7 @@ def _run_row(row: AuditRow, pop: Population, L: np.ndarray, g: np.ndarray, cfg: 
         t0 = time.perf_counter()
         try:
             for q in range(P):
-                d = row.draw(plan, pop, L, q, n_draws, rng)
+                d = row_draws(row, plan, pop, L, q, n_draws, rng)
                 exact_mean = (g[q] + mom.bias[q]) if mom is not None and mom.bias is not None \
                     else None
                 summaries.append(summarise(d, g[q], exact_mean))
@@ -176,7 +180,7 @@ def _run_row(row: AuditRow, pop: Population, L: np.ndarray, g: np.ndarray, cfg: 
             res.status = f"unavailable: {exc}"
             return res
         seconds = time.perf_counter() - t0
-        mc, flags = mc_summary(summaries, g, pop, mom, ex, cfg.alpha)
+        mc, flags = mc_summary(summaries, g, pop, mom, ex, cfg.alpha, plan)
         res.metrics.update(mc)
         res.flags.extend(flags)
         sample = sum(s.sample_seconds for s in summaries)

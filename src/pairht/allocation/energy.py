@@ -1,0 +1,201 @@
+r"""The length-scaled energy proxy: score energy grows with sequence length.
+
+The disagreement proxy ``a_ij = d_ij`` treats every candidate's score as equally large. A
+sequence score ``s_i = sum_t grad log pi(y_t | ...)`` sums one term per token, and its squared
+norm grows with the length: long candidates carry more of the pair-kernel energy
+``||h_ij||^2 = (r_i - r_j)^2 ||s_i - s_j||^2 / 4`` than ``d_ij`` says (docs/audit.md). This
+module models
+
+* score energy ``m_i^2 = E||s_i||^2`` proportional to the predicted *total* length
+  ``prefix_len_i + c_hat_i``, scores of different candidates uncorrelated
+  (``E<s_i, s_j> = 0``), independent of the Bernoulli(``p_i``) rewards;
+* edge proxy ``a_ij = E||h_ij||^2 = d_ij (m_i^2 + m_j^2) / 4`` with the disagreement
+  ``d_ij = p_i (1 - p_j) + p_j (1 - p_i)``;
+* the shared-vertex term computed *directly* (not bounded by Cauchy-Schwarz as
+  :func:`pairht.allocation.covariance_term` does): for ``j != k`` both ``!= i``,
+  ``E<h_ij, h_ik> = E[(r_i - r_j)(r_i - r_k)] E<s_i - s_j, s_i - s_k> / 4
+  = [p_i (1 - p_j)(1 - p_k) + (1 - p_i) p_j p_k] m_i^2 / 4``, so summing over ordered
+  pairs ``(j, k)`` (the convention of ``b_i`` in :mod:`pairht.allocation.proxies`)
+
+  .. math:: b_i = \frac{m_i^2}{2}\Big[p_i\, e_2(1 - p_{-i}) + (1 - p_i)\, e_2(p_{-i})\Big],
+
+  ``e_2(x_{-i}) = sum_{j<k; j,k != i} x_j x_k`` the second elementary symmetric polynomial
+  of the other candidates.
+
+With ``a`` and ``b`` the exact expectations under this model, the Bernoulli-HT variance is
+``(1/M^2)[sum_{i<j} a_ij (1/(pi_i pi_j) - 1) + sum_i b_i (1/pi_i - 1)]`` (PAIR paper,
+Proposition 1): the program :func:`pairht.allocation.allocate` solves, with this ``(a, b)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from pairht._validation import check_finite, check_probabilities
+from pairht.allocation.proxies import disagreement
+
+#: Registry name of this proxy (``proxy="length_energy"`` in the audit and the step).
+NAME = "length_energy"
+
+
+def second_symmetric_others(x: np.ndarray) -> np.ndarray:
+    r"""``e_2(x_{-i}) = sum_{j<k; j,k != i} x_j x_k`` for every ``i``, shape ``(..., G)``.
+
+    From the power sums of the others: ``e_2 = ((S - x_i)^2 - (Q - x_i^2)) / 2`` with
+    ``S = sum x`` and ``Q = sum x^2``; clipped at 0 (it is a sum of nonnegative terms for
+    ``x >= 0``, rounding can leave -1e-17).
+
+    Examples
+    --------
+    >>> second_symmetric_others(np.array([1.0, 2.0, 3.0])).tolist()
+    [6.0, 3.0, 2.0]
+    """
+    s = x.sum(axis=-1, keepdims=True) - x
+    q = (x * x).sum(axis=-1, keepdims=True) - x * x
+    return np.maximum(0.5 * (s * s - q), 0.0)
+
+
+def length_energy(p_hat: ArrayLike, total_len: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    r"""Edge proxy ``a`` and shared-vertex term ``b`` of the length-scaled energy model.
+
+    ``m_i^2 = total_len_i / mean(total_len)`` (the scale of ``m^2`` does not move the
+    allocation; normalising keeps the objective near 1),
+    ``a_ij = d_ij (m_i^2 + m_j^2) / 4`` (zero diagonal) and
+    ``b_i = (m_i^2 / 2) [p_i e_2(1 - p_{-i}) + (1 - p_i) e_2(p_{-i})]``.
+
+    Parameters
+    ----------
+    p_hat : (..., G) array_like
+        Predicted success probabilities in [0, 1].
+    total_len : (..., G) array_like
+        Predicted total lengths (prefix tokens + predicted suffix tokens), > 0.
+
+    Returns
+    -------
+    a : (..., G, G) ndarray
+    b : (..., G) ndarray
+
+    Examples
+    --------
+    >>> a, b = length_energy([0.0, 1.0, 0.5], [100.0, 300.0, 200.0])
+    >>> a.round(4).tolist()
+    [[0.0, 0.5, 0.1875], [0.5, 0.0, 0.3125], [0.1875, 0.3125, 0.0]]
+    >>> b.round(4).tolist()
+    [0.125, 0.375, 0.0]
+    """
+    p = check_probabilities("p_hat", p_hat)
+    n = check_finite("total_len", total_len)
+    if n.shape != p.shape:
+        raise ValueError(f"total_len must have the shape of p_hat {p.shape}; got {n.shape}")
+    if np.any(n <= 0):
+        idx = tuple(int(i) for i in np.argwhere(n <= 0)[0])
+        raise ValueError(f"total_len must be positive (predicted tokens); total_len{list(idx)} "
+                         f"= {float(n[idx])!r}")
+    m2 = n / n.mean(axis=-1, keepdims=True)
+    a = disagreement(p) * (m2[..., :, None] + m2[..., None, :]) / 4.0
+    b = 0.5 * m2 * (p * second_symmetric_others(1.0 - p)
+                    + (1.0 - p) * second_symmetric_others(p))
+    return a, b
+
+
+def solve_program(
+    p_hat: ArrayLike,
+    c_hat: ArrayLike,
+    budget: ArrayLike,
+    a: np.ndarray,
+    b: np.ndarray,
+    pi_min: float = 0.08,
+    *,
+    size: int | str | ArrayLike | None = None,
+    fallback: bool = False,
+    tol: float = 1e-8,
+    max_iter: int = 100,
+) -> Any:
+    r"""PAIR's program with a given edge proxy ``a`` *and* shared-vertex term ``b``.
+
+    ``min sum_{i<j} a_ij / (pi_i pi_j) + sum_i b_i / pi_i`` s.t. ``sum_i c_i pi_i <= budget``,
+    ``pi_min <= pi_i <= 1`` [, ``sum_i pi_i = n``]: the program of
+    :func:`pairht.allocation.allocate` (same solver, closed-form cases, tie-breaks and
+    fallback), whose public signature derives ``b`` from ``a`` and so cannot take a ``b``
+    computed directly (:func:`length_energy`) or one with finished candidates folded in.
+
+    Parameters
+    ----------
+    p_hat, c_hat : (..., G) array_like     as in ``allocate`` (``p_hat`` only validated)
+    budget : float or (...) array_like
+    a : (..., G, G) ndarray                symmetric, nonnegative, zero diagonal
+    b : (..., G) ndarray                   nonnegative
+    pi_min, size, fallback, tol, max_iter : as in ``allocate``
+
+    Returns
+    -------
+    pairht.allocation.AllocationResult
+    """
+    from pairht.allocation.solver import (
+        AllocationResult,
+        _solve_flat,
+        resolve_sizes,
+        validate_problem,
+    )
+
+    p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
+    batch, G = p.shape[:-1], p.shape[-1]
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != (*batch, G, G) or b.shape != p.shape:
+        raise ValueError(f"a must have shape {(*batch, G, G)} and b shape {p.shape}; got "
+                         f"{a.shape} and {b.shape}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()) or a.min() < 0 or b.min() < 0:
+        raise ValueError("a and b must be finite and nonnegative (expected energies)")
+    m = int(np.prod(batch, dtype=np.int64))
+    sizes = resolve_sizes(size, c, bud, lo)
+    out = _solve_flat(p.reshape(m, G), c.reshape(m, G), bud.reshape(m), lo, a.reshape(m, G, G),
+                      b.reshape(m, G), None, None if sizes is None else sizes.reshape(m),
+                      fallback, float(tol), int(max_iter))
+    return AllocationResult(**{k: (v.reshape(*batch, G) if k == "pi" else v.reshape(batch))
+                               for k, v in out.items()})
+
+
+def allocate_length_energy(
+    p_hat: ArrayLike,
+    c_hat: ArrayLike,
+    budget: ArrayLike,
+    prefix_len: ArrayLike,
+    pi_min: float = 0.08,
+    *,
+    size: int | str | ArrayLike | None = None,
+    fallback: bool = False,
+    tol: float = 1e-8,
+    max_iter: int = 100,
+) -> Any:
+    r"""PAIR's program (:func:`pairht.allocation.allocate`) with the length-scaled energy.
+
+    Minimises ``sum_{i<j} a_ij / (pi_i pi_j) + sum_i b_i / pi_i`` subject to
+    ``sum_i c_i pi_i <= budget`` and ``pi_min <= pi_i <= 1`` with ``(a, b)`` from
+    :func:`length_energy` at ``total_len = prefix_len + c_hat`` (:func:`solve_program`).
+
+    Returns
+    -------
+    pairht.allocation.AllocationResult
+
+    Examples
+    --------
+    >>> res = allocate_length_energy([0.1, 0.5, 0.9, 0.5], [100.0, 400.0, 200.0, 300.0],
+    ...                              500.0, [32, 32, 32, 32])
+    >>> bool(res.converged), round(float(res.expected_cost), 9)
+    (True, 500.0)
+    """
+    p = check_probabilities("p_hat", p_hat)
+    c = check_finite("c_hat", c_hat)
+    plen = check_finite("prefix_len", prefix_len)
+    if plen.shape != p.shape or np.any(plen < 0):
+        raise ValueError(f"prefix_len must be >= 0 with the shape of p_hat {p.shape}; got "
+                         f"shape {plen.shape}, min {float(plen.min(initial=0.0))!r}")
+    if c.shape != p.shape or np.any(c <= 0):
+        raise ValueError(f"c_hat must be positive with the shape of p_hat {p.shape}")
+    a, b = length_energy(p, plen + c)
+    return solve_program(p, c, budget, a, b, pi_min, size=size, fallback=fallback, tol=tol,
+                         max_iter=max_iter)

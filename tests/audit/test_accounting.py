@@ -1,0 +1,160 @@
+"""Realised accounting: finished candidates are complete, free and kept with probability 1."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from pairht.audit import (
+    ROWS,
+    AuditConfig,
+    load_population,
+    run_audit,
+    save_population,
+    synthetic_population,
+    with_predictions,
+)
+from pairht.audit.allocations import allocator_pi
+from pairht.audit.base import suffix_costs
+from pairht.estimators import pair_estimate, pair_gradient
+
+
+@pytest.fixture(scope="module")
+def fin_pop():
+    """P = 4, G = 7; about a third of the candidates finished (at least 3 unfinished each)."""
+    pop = synthetic_population(4, 7, calibration="noisy", rng=5)
+    fin = np.zeros((4, 7), dtype=bool)
+    fin[0, [1, 4]] = fin[1, [0, 2, 5, 6]] = fin[2, 3] = True  # prompt 3: none finished
+    return dataclasses.replace(pop, finished=fin)
+
+
+@pytest.fixture(scope="module")
+def fin_cfg():
+    return AuditConfig(budget_ratio=0.4, pi_min=0.1, seed=2, enum_limit=2**7)
+
+
+@pytest.fixture(scope="module")
+def fin_audit(fin_pop, fin_cfg):
+    return run_audit(fin_pop, None, fin_cfg, n_draws=20_000)
+
+
+VERTEX = [k for k, r in ROWS.items() if r.estimator != "edge" and k != "grpo_small"]
+
+
+def test_every_row_runs_and_agrees_with_its_monte_carlo(fin_audit):
+    bad = {r.key: r.status for r in fin_audit.rows if not r.ok}
+    assert not bad
+    flagged = {r.key: r.flags for r in fin_audit.rows if r.flags}
+    assert not flagged
+
+
+@pytest.mark.parametrize("key", VERTEX)
+def test_finished_candidates_are_always_in_and_cost_nothing(fin_pop, fin_cfg, key):
+    plan = ROWS[key].plan(fin_pop, fin_cfg, {})
+    assert np.all(plan.pi[fin_pop.finished] == 1.0)
+    for q, d in enumerate(plan.designs):
+        masks = d.sample(np.random.default_rng(q), size=200)
+        assert masks[:, fin_pop.finished[q]].all()
+    assert np.all(plan.cost[fin_pop.finished] == 0.0)
+
+
+@pytest.mark.parametrize("key", [k for k in VERTEX if k != "full"] + ["direct_edge_ht"])
+def test_every_row_spends_the_target_on_unfinished_candidates(fin_audit, fin_cfg, key):
+    m = fin_audit.row(key).metrics
+    assert m["tokens_exact"] == pytest.approx(fin_cfg.budget_ratio, rel=1e-9)
+
+
+def test_uniform_spends_the_budget_on_unfinished_only(fin_pop, fin_cfg):
+    """Regression: uniform used to put budget_ratio on every candidate, finished or not."""
+    pi, _ = allocator_pi("uniform", fin_pop, 0.4, fin_cfg)
+    np.testing.assert_array_equal(pi[~fin_pop.finished], 0.4)
+    np.testing.assert_array_equal(pi[fin_pop.finished], 1.0)
+
+
+def test_fixed_size_rows_take_their_size_over_the_unfinished(fin_pop, fin_cfg):
+    """SRSWOR: sizes k_fin + floor(0.4 G_u) and one more, mixed to spend 0.4 G_u on average."""
+    plan = ROWS["srswor"].plan(fin_pop, fin_cfg, {})
+    for q, d in enumerate(plan.designs):
+        fin = fin_pop.finished[q]
+        gu = int((~fin).sum())
+        n = int(np.floor(0.4 * gu + 1e-12))
+        frac = 0.4 * gu - n
+        k = int(fin.sum())
+        assert d.sizes == ((k + n, k + n + 1) if frac > 1e-9 else (k + n, k + n))
+        assert d.weights[1] == pytest.approx(frac if frac > 1e-9 else 0.0, abs=1e-12)
+    assert {d.sizes[1] - d.sizes[0] for d in plan.designs} == {0, 1}  # both cases seen
+
+
+@pytest.mark.parametrize("key", ["pair", "srswor", "pair_cps", "pointwise_ht"])
+def test_unbiased_with_finished_candidates_by_enumeration(fin_pop, fin_cfg, key):
+    """Every mask of the design, with its probability: E[estimate] = g_pair exactly."""
+    row = ROWS[key]
+    plan = row.plan(fin_pop, fin_cfg, {})
+    L = fin_pop.reduced_scores()
+    g = pair_gradient(fin_pop.rewards, L)
+    for q, d in enumerate(plan.designs):
+        masks, probs = d.support()
+        if row.estimator == "conditional_ht":
+            comps = {round(float(c.pi.sum())): c for c in d.components if c is not None}
+            joints = [comps[int(m.sum())].joint() for m in masks]
+        else:
+            joints = [d.joint()] * len(masks)
+        est = np.stack([pair_estimate(fin_pop.rewards[q], L[q], m, joint=j)
+                        for m, j in zip(masks, joints)])
+        np.testing.assert_allclose(probs @ est, g[q], rtol=0,
+                                   atol=1e-12 * max(np.abs(est).max(), 1.0))
+
+
+def test_grpo_ignores_finished_and_pays_whole_sequences(fin_pop, fin_cfg, fin_audit):
+    plan = ROWS["grpo_small"].plan(fin_pop, fin_cfg, {})
+    np.testing.assert_array_equal(plan.cost, fin_pop.prefix_len + suffix_costs(fin_pop))
+    assert np.ptp(plan.pi) <= 1e-15  # uniform over all G: it cannot know who finished
+    pair = fin_audit.row("pair").metrics["generated_exact"]
+    assert fin_audit.row("grpo_small").metrics["generated_exact"] == pytest.approx(pair,
+                                                                                  rel=1e-12)
+
+
+def test_finished_survives_save_and_load(tmp_path, fin_pop):
+    path = tmp_path / "pop.npz"
+    save_population(path, fin_pop)
+    back = load_population(path)
+    np.testing.assert_array_equal(back.finished, fin_pop.finished)
+    assert back.finished.dtype == bool
+    np.testing.assert_array_equal(back.subset([1]).finished, fin_pop.finished[[1]])
+
+
+def test_a_malformed_finished_field_is_refused(fin_pop):
+    with pytest.raises(ValueError, match=r"finished must be a bool array of shape \(4, 7\)"):
+        dataclasses.replace(fin_pop, finished=np.full((4, 7), 0.5))
+
+
+def test_prompt_mean_predictions_are_uninformative(fin_pop):
+    pop = with_predictions(fin_pop, "prompt_mean")
+    for q in range(4):
+        u = ~fin_pop.finished[q]
+        assert np.ptp(pop.p_hat[q, u]) == 0.0 and np.ptp(pop.c_hat[q, u]) == 0.0
+        assert pop.p_hat[q, u][0] == pytest.approx(fin_pop.p_hat[q, u].mean(), rel=1e-14)
+    np.testing.assert_array_equal(pop.rewards, fin_pop.rewards)
+
+
+def test_hindsight_predictions_are_the_realised_outcomes(fin_pop):
+    pop = with_predictions(fin_pop, "hindsight")
+    u = ~fin_pop.finished
+    np.testing.assert_array_equal(pop.p_hat[u], fin_pop.rewards[u])
+    np.testing.assert_array_equal(pop.c_hat[u], fin_pop.costs[u])
+    with pytest.raises(ValueError, match="predictions must be one of"):
+        with_predictions(fin_pop, "oracle")
+
+
+@pytest.mark.parametrize("cost", [lambda s: 3.0 * s, lambda s: s**3 + 0.1 * s,
+                                  lambda s: np.floor(1e6 * s) / 1e6 + s])
+def test_the_budget_scale_solver_hits_the_target(cost):
+    from pairht.audit.allocations import solve_scale
+
+    s = solve_scale(cost, cost(0.37), 0.08, 1.0)
+    assert abs(cost(s) - cost(0.37)) <= 1e-12 * cost(0.37)
+    assert s == pytest.approx(0.37, abs=1e-6)
+    assert solve_scale(cost, cost(0.01), 0.08, 1.0) == 0.08  # unreachable: nearer end
+    assert solve_scale(cost, cost(1.0) + 1.0, 0.08, 1.0) == 1.0
