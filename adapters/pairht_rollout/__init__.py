@@ -1,7 +1,51 @@
 """pairht_rollout: the two-phase generation contract and its transformers backend.
 
 Phase 1 decodes every candidate to a prefix checkpoint; phase 2 resumes only the selected ones.
-:mod:`pairht_rollout.transformers_backend` implements it on Hugging Face ``generate`` with exact
-KV-cache resumption; :mod:`pairht_vllm` implements the same contract on vLLM. Depends on torch and
-transformers, never on TRL.
+
+==========================  ==============================================================
+module                      what it holds
+==========================  ==============================================================
+``contract``                ``TwoPhaseBackend`` (the Protocol a trainer calls),
+                            ``PrefixResult``, ``parse_selection``, ``check_prompts``
+``snapping``                ``snap_cut`` (where a prefix ends), ``trim_after_eos``,
+                            ``snap_token_ids_from_tokenizer``
+``features``                ``prefix_features`` (the heads' input, from the policy)
+``sync_check``              engine vs policy log-probabilities after a weight sync
+``transformers_backend``    ``TransformersTwoPhase``: exact KV-cache resumption on ``generate``
+==========================  ==============================================================
+
+:mod:`pairht_vllm` implements the same contract on vLLM and imports only this package and the
+core. Depends on torch and transformers, never on TRL. Names are loaded on first use.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "PrefixResult": "pairht_rollout.contract",
+    "TwoPhaseBackend": "pairht_rollout.contract",
+    "check_prompts": "pairht_rollout.contract",
+    "parse_selection": "pairht_rollout.contract",
+    "prefix_features": "pairht_rollout.features",
+    "snap_cut": "pairht_rollout.snapping",
+    "snap_token_ids_from_tokenizer": "pairht_rollout.snapping",
+    "trim_after_eos": "pairht_rollout.snapping",
+    "TransformersTwoPhase": "pairht_rollout.transformers_backend",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pairht_rollout' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

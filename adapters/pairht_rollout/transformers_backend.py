@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -103,7 +104,8 @@ class _RowBudget(StoppingCriteria):
         return self.budget.to(input_ids.device) <= n_gen
 
 
-def _dynamic_layers(cache) -> list[DynamicLayer]:
+def _dynamic_layers(cache) -> list[Any]:
+    # list[Any]: transformers types a layer's keys/values as optional; these are filled.
     if not isinstance(cache, DynamicCache):
         raise NotImplementedError(
             f"two-phase generation re-aligns a DynamicCache; got {type(cache).__name__}"
@@ -121,7 +123,7 @@ def _dynamic_layers(cache) -> list[DynamicLayer]:
 
 
 def _realign(
-    layers: list[DynamicLayer], keep: torch.Tensor, shift: torch.Tensor, width: int
+    layers: list[Any], keep: torch.Tensor, shift: torch.Tensor, width: int
 ) -> None:
     """In place: row ``i`` of every layer becomes ``old[keep[i]]`` shifted right by ``shift[i]``.
 
@@ -241,6 +243,9 @@ class TransformersTwoPhase:
                 f"generation_config.max_new_tokens); got {max_completion_length!r}"
             )
         self.max_completion_length = int(max_completion_length)
+        #: Sync check (contract attribute): this backend decodes with the policy itself, so
+        #: after a phase 1 the engine-policy log-probability gap is 0 by construction.
+        self.last_logprob_gap: float | None = None
 
     # ------------------------------------------------------------------ helpers
     def _config(self, max_new_tokens: int) -> GenerationConfig:
@@ -374,6 +379,7 @@ class TransformersTwoPhase:
 
         gen_list = gen.tolist()
         prefix_ids = [gen_list[i][: int(lengths[i])] for i in range(rows)]
+        self.last_logprob_gap = 0.0
         state = PrefixState(
             cache=cache,
             input_ids=new_ids,

