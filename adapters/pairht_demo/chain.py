@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from pairht._validation import RNGLike, as_generator
-from pairht_demo.toy import EOS, NEWLINE, PAD, UNK, Task
+from pairht_demo.toy import EOS, NEWLINE, PAD, UNK, Task, _as_text
 
 __all__ = [
     "CHAIN_TASK",
@@ -184,14 +184,6 @@ def chain_reward(
                 answer = b
         out.append(1.0 if answer == str((s + k * d) % 10) else 0.0)
     return out
-
-
-def _as_text(x: Any) -> str:
-    if isinstance(x, str):
-        return x
-    if isinstance(x, list) and x and isinstance(x[-1], dict) and "content" in x[-1]:
-        return str(x[-1]["content"])
-    raise ValueError(f"prompts/completions must be str or chat messages; got {type(x).__name__}")
 
 
 def _sample(n: int, rng: RNGLike, split: str) -> list[tuple[int, int, int]]:

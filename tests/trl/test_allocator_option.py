@@ -1,0 +1,80 @@
+"""PairGRPOConfig.allocator / shrink_to_skill: any registered allocation rule runs in the trainer,
+and uninformative heads reduce PAIR to the uniform design among unfinished candidates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("trl")
+
+from pairht.step import StepInputs, allocator_names, plan_continuations  # noqa: E402
+
+from pair_helpers import make_config, make_trainer  # noqa: E402
+
+
+def test_allocator_names_come_from_the_step_registry(tmp_path):
+    assert make_config(tmp_path).allocator == "pair"
+    for name in ("uniform", "srswor", "pointwise", "vip", "hora", "duet", "pair_joint"):
+        assert name in allocator_names()
+    with pytest.raises(ValueError, match=r"allocator must be one of .*pairht\.step\.ALLOCATORS"):
+        make_config(tmp_path, allocator="nope")
+
+
+def test_design_defaults_to_the_allocators_own(tmp_path):
+    assert make_config(tmp_path).design == "bernoulli"
+    assert make_config(tmp_path, allocator="srswor").design is None
+    assert make_config(tmp_path, allocator="uniform", design="bernoulli").design == "bernoulli"
+
+
+def test_design_size_is_refused_for_rules_that_set_their_own_sizes(tmp_path):
+    with pytest.raises(ValueError, match="design_size applies to allocator='pair' only"):
+        make_config(tmp_path, allocator="srswor", design="conditional_poisson", design_size=3)
+
+
+def test_shrink_to_skill_must_be_a_bool(tmp_path):
+    with pytest.raises(TypeError, match="shrink_to_skill must be True or False"):
+        make_config(tmp_path, shrink_to_skill="no")
+
+
+def _unfinished_pi(trainer):
+    d = trainer.draw_history[0]
+    g = trainer.pair_args.num_generations
+    done = trainer.last_draw.prefix_done.reshape(-1, g)
+    return d["pi"].reshape(-1, g), done
+
+
+def test_uniform_allocator_trains_and_gives_equal_pi_among_unfinished(tmp_path):
+    trainer = make_trainer(tmp_path, allocator="uniform", max_steps=1)
+    trainer.train()
+    pi, done = _unfinished_pi(trainer)
+    assert np.all(pi[done] == 1.0)
+    for b in range(pi.shape[0]):
+        open_pi = pi[b][~done[b]]
+        if open_pi.size:
+            assert np.ptp(open_pi) < 1e-12
+    logs = [e for e in trainer.state.log_history if "pair/suffix_tokens" in e]
+    assert logs and "pair/head_skill_success" in logs[0]
+
+
+def test_unmeasured_heads_make_pair_the_uniform_design(tmp_path):
+    """Before any label the heads' skill is unknown (NaN) and counts as 0: the first draw of
+    "pair" equals the "uniform" rule's pi on the same inputs, exactly."""
+    trainer = make_trainer(tmp_path, max_steps=1)
+    trainer.train()
+    draw = trainer.last_draw
+    inputs = StepInputs.from_ratio(draw.p_hat, draw.c_hat, draw.prefix_done,
+                                   budget_ratio=trainer.pair_args.budget_ratio)
+    uniform = plan_continuations(inputs, allocator="uniform", rng=0).pi
+    np.testing.assert_allclose(draw.pi, uniform, rtol=0, atol=1e-9)
+
+
+def test_without_shrinkage_pair_follows_the_heads(tmp_path):
+    trainer = make_trainer(tmp_path, max_steps=1, shrink_to_skill=False)
+    trainer.train()
+    draw = trainer.last_draw
+    inputs = StepInputs.from_ratio(draw.p_hat, draw.c_hat, draw.prefix_done,
+                                   budget_ratio=trainer.pair_args.budget_ratio)
+    unshrunk = plan_continuations(inputs, allocator="pair", rng=0,
+                                  pi_min=trainer.pair_args.pi_min).pi
+    np.testing.assert_allclose(draw.pi, unshrunk, rtol=0, atol=1e-6)
