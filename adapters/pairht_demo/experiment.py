@@ -190,7 +190,7 @@ def run_experiment(
     tau: int = 8,
     snap_window: int = 8,
     budget_ratio: float = 0.5,
-    learning_rate: float = 3e-4,
+    learning_rate: float = 1e-4,
     warmup_steps: int = 600,
     eval_every: int | None = None,
     out_dir: str | os.PathLike = "experiment-out",
@@ -429,6 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=None, help="default 40 (6 with PAIRHT_E2E_SHORT)")
     p.add_argument("--budget-ratio", type=float, default=0.5)
     p.add_argument("--tau", type=int, default=8)
+    p.add_argument("--learning-rate", type=float, default=1e-4)
     p.add_argument("--out-dir", default="experiment-out")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
@@ -440,7 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     res = run_experiment(
         [x.strip() for x in a.arms.split(",") if x.strip()], seeds, task=a.task, steps=steps,
-        budget_ratio=a.budget_ratio, tau=a.tau, out_dir=a.out_dir, progress=not a.no_progress,
+        budget_ratio=a.budget_ratio, tau=a.tau, learning_rate=a.learning_rate, out_dir=a.out_dir,
+        progress=not a.no_progress,
     )
     print(res.report_path.read_text())
     print(f"wrote {res.report_path} in {time.perf_counter() - t0:.0f} s")

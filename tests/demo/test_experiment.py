@@ -71,3 +71,13 @@ def test_short_run_writes_the_report_and_matches_small_group_tokens(tmp_path, mo
     assert (tmp_path / "cache").exists()  # the warm start was cached
     for path in res.figure_paths:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_pairht_command_passes_experiment_options_through(capsys):
+    from pairht.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["experiment", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--arms" in out and "--seeds" in out
