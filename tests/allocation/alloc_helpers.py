@@ -85,9 +85,13 @@ def assert_kkt(pi, a, b, c, budget, pi_min, size=None, eps=1e-7, bound_tol=1e-7)
     # variables: lam (>= 0, or fixed 0 when the budget is slack), nu (free or fixed 0)
     nvar = 2
     A_ub, b_ub = [], []
-    scale_c = np.max(c)
+    # With a size (checked above) the budget row may be written (c - min c) . pi <= budget -
+    # n min c: the same constraint on sum pi = n, and free of the cancellation between lam c
+    # and nu that nearly tied costs cause in the LP. Without one, c / max c.
+    shifted = c - np.min(c) if size is not None else c
+    scale_c = np.max(shifted) if np.max(shifted) > 0 else 1.0
     for i in range(G):
-        row = np.array([c[i] / scale_c, 1.0])  # w_i = g_i + lam' c_i/cmax + nu'
+        row = np.array([shifted[i] / scale_c, 1.0])  # w_i = g_i + lam' c_i/cmax + nu'
         if free[i] or (low[i] and up[i]):
             A_ub += [row, -row]
             b_ub += [eps * gam - g[i], eps * gam + g[i]]
@@ -97,10 +101,50 @@ def assert_kkt(pi, a, b, c, budget, pi_min, size=None, eps=1e-7, bound_tol=1e-7)
         else:
             A_ub.append(row)  # w_i <= eps
             b_ub.append(eps * gam - g[i])
+    if size is not None:
+        # Two multipliers and near-parallel rows: decided exactly below, because an LP solver
+        # drops matrix entries under 1e-9 (HiGHS) and the shifted row of nearly tied costs
+        # has such entries next to multipliers of 1e15.
+        gap = _min_interval_gap(np.array(A_ub), np.array(b_ub), binds)
+        assert gap <= 1e-9 * gam, f"no KKT multipliers exist (gap {gap}); pi={pi}, g={g}"
+        return
     bounds = [(0, None) if binds else (0, 0), (None, None) if size is not None else (0, 0)]
     res = linprog(np.zeros(nvar), A_ub=np.array(A_ub), b_ub=np.array(b_ub), bounds=bounds,
                   method="highs")
     assert res.status == 0, f"no KKT multipliers exist: {res.message}; pi={pi}, g={g}"
+
+
+def _min_interval_gap(A_ub, b_ub, binds):
+    """min over lam >= 0 (lam = 0 if not binds) of max_k L_k(lam) - min_k U_k(lam).
+
+    Each row ``A_ub[k] . (lam, nu) <= b_ub[k]`` bounds ``nu`` by a line in ``lam``: upper rows
+    ``(r, 1)`` give ``nu <= b - r lam``, lower rows ``(-r, -1)`` give ``nu >= -b - r lam``.
+    The gap is the maximum of the lines ``L_i - U_j``, convex and piecewise linear in ``lam``:
+    its minimum is at ``lam = 0``, where a rising line crosses a non-rising one, or at
+    infinity (every line non-rising). Multipliers exist iff the gap is <= 0."""
+    up = A_ub[:, 1] > 0
+    ub_b, ub_r = b_ub[up], A_ub[up, 0]
+    lb_b, lb_r = -b_ub[~up], -A_ub[~up, 0]
+    if not ub_b.size or not lb_b.size:
+        return -np.inf  # nu is unbounded on one side: always feasible
+    # lines a + s lam for every (lower i, upper j): L_i - U_j
+    a = (lb_b[:, None] - ub_b[None, :]).ravel()
+    sl = (-lb_r[:, None] + ub_r[None, :]).ravel()
+
+    def gap(lam):
+        return float(np.max(a + sl * lam))
+
+    if not binds:
+        return gap(0.0)
+    if np.all(sl <= 0):
+        flat = sl == 0
+        return float(np.max(a[flat])) if flat.any() else -np.inf
+    cands = [0.0]
+    rise, rest = np.flatnonzero(sl > 0), np.flatnonzero(sl <= 0)
+    for p_ in rise:
+        lam = (a[rest] - a[p_]) / (sl[p_] - sl[rest])
+        cands.extend(lam[lam > 0].tolist())
+    return min(gap(lam) for lam in cands)
 
 
 def feasible_projection(pi, c, budget, pi_min, size=None):

@@ -7,20 +7,21 @@ prompt groups; ``reference_slsqp`` is the appendix's SLSQP reference kept for co
 from pairht.allocation.baselines import pointwise_allocation, uniform_allocation, water_fill
 from pairht.allocation.designs import DESIGN_KINDS, design_for
 from pairht.allocation.diagnostics import AllocationDiagnostics, diagnostics
-from pairht.allocation.proxies import covariance_term, disagreement, edge_proxy
-from pairht.allocation.reference import estimate_multipliers, reference_slsqp
+from pairht.allocation.kkt import estimate_multipliers, kkt_residual, proxy_gradient, proxy_value
+from pairht.allocation.proxies import PROXY_KINDS, covariance_term, disagreement, edge_proxy
+from pairht.allocation.reference import reference_slsqp
+from pairht.allocation.sizes import largest_affordable_size
 from pairht.allocation.solver import (
     AllocationResult,
     allocate,
     auto_size,
-    kkt_residual,
-    proxy_gradient,
-    proxy_value,
+    validate_costs,
     validate_problem,
 )
 
 __all__ = [
     "DESIGN_KINDS",
+    "PROXY_KINDS",
     "AllocationDiagnostics",
     "AllocationResult",
     "allocate",
@@ -32,11 +33,13 @@ __all__ = [
     "edge_proxy",
     "estimate_multipliers",
     "kkt_residual",
+    "largest_affordable_size",
     "pointwise_allocation",
     "proxy_gradient",
     "proxy_value",
     "reference_slsqp",
     "uniform_allocation",
+    "validate_costs",
     "validate_problem",
     "water_fill",
 ]

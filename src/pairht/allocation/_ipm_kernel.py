@@ -60,16 +60,21 @@ def _chol_solve(L, x):  # type: ignore[no-untyped-def]  # pragma: no cover - num
 
 
 @njit(cache=True, error_model="numpy")
-def _step(sl, su, sc, zl, zu, zc, cs, ff, L, xc, xe, s11, s12, s22, rd, rp, tl, tu, tc,
-          has_eq, dy, dzl, dzu):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+def _step(sl, su, sc, zl, zu, zc, cs, cp, alpha, ff, L, xc, xe, s11, s12, s22, rd, rp, tl, tu,
+          tc, has_eq, dy, dzl, dzu):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Newton step for complementarity targets ``tl, tu, tc``; returns ``dzc, dnu, c.dy``.
 
     The augmented system ``[[M, c, e], [c^T, -sc/zc, 0], [e^T, 0, 0]]`` (vertices, budget,
-    size) is solved by block elimination with the Cholesky factor ``L`` of ``M`` and the
-    precomputed ``xc = M^-1 c``, ``xe = M^-1 e`` and Schur complement
-    ``[[c.xc + sc/zc, c.xe], [e.xc, e.xe]] = [[s11, s12], [s12, s22]]``. Keeping the budget
-    out of ``M`` (rather than adding ``(zc/sc) c c^T``, which reaches 1e18 when the budget
-    binds) keeps the factorisation well conditioned.
+    size) is solved by block elimination with the Cholesky factor ``L`` of ``M``. The budget
+    row enters as ``cp = c - alpha e`` with ``alpha = (c . M^-1 e) / (e . M^-1 e)``, i.e.
+    orthogonalised against the size row in the ``M^-1`` metric (an exact rewriting: the size
+    equation turns ``c . dy`` into ``cp . dy + alpha rp``, and the size multiplier absorbs
+    ``alpha dzc``). The Schur complement ``[[cp.xc + sc/zc, cp.xe], [cp.xe, e.xe]]`` with the
+    precomputed ``xc = M^-1 cp``, ``xe = M^-1 e`` is then nearly diagonal: computed directly,
+    not as ``c.M^-1 c - (c.M^-1 e)^2 / e.M^-1 e``, which cancels to noise when the two rows are
+    nearly parallel on the coordinates the barrier leaves free (tied costs, or a unit pressed
+    against a bound). Keeping the budget out of ``M`` (rather than adding ``(zc/sc) c c^T``,
+    which reaches 1e18 when the budget binds) keeps the factorisation well conditioned.
     """
     G = dy.shape[0]
     for i in range(G):
@@ -82,21 +87,21 @@ def _step(sl, su, sc, zl, zu, zc, cs, ff, L, xc, xe, s11, s12, s22, rd, rp, tl, 
     cx = 0.0
     ex = 0.0
     for i in range(G):
-        cx += cs[i] * ff[i] * dy[i]
+        cx += cp[i] * dy[i]
         ex += ff[i] * dy[i]
     if has_eq:
         det = s11 * s22 - s12 * s12
-        v1 = cx - r2
+        v1 = cx - (r2 - alpha * rp)
         v2 = ex - rp
         dzc = (s22 * v1 - s12 * v2) / det
-        dnu = (s11 * v2 - s12 * v1) / det
+        dnu = (s11 * v2 - s12 * v1) / det  # multiplier of e in the rewritten system
     else:
         dzc = (cx - r2) / s11
         dnu = 0.0
     cdy = 0.0
     for i in range(G):
         if ff[i] > 0:
-            dy[i] = dy[i] - dzc * xc[i] - dnu * xe[i]
+            dy[i] = dy[i] - dzc * xc[i] - (dnu * xe[i] if has_eq else 0.0)
             cdy += cs[i] * dy[i]
             dzl[i] = (tl[i] - zl[i] * sl[i] - zl[i] * dy[i]) / sl[i]
             dzu[i] = (tu[i] - zu[i] * su[i] + zu[i] * dy[i]) / su[i]
@@ -104,7 +109,7 @@ def _step(sl, su, sc, zl, zu, zc, cs, ff, L, xc, xe, s11, s12, s22, rd, rp, tl, 
             dy[i] = 0.0
             dzl[i] = 0.0
             dzu[i] = 0.0
-    return dzc, dnu, cdy
+    return dzc, dnu - alpha * dzc, cdy
 
 
 @njit(cache=True, error_model="numpy")
@@ -169,7 +174,11 @@ def _merit_change(A, b, y, sl, su, sc, ff, t, al, dy, cdy, ut, f0):  # type: ign
 
 @njit(cache=True, error_model="numpy")
 def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
-    """Solve every problem; returns ``y (m, G)``, ``zc (m,)``, ``nu (m,)``, ``iters``, ``done``."""
+    """Solve every problem; returns ``y (m, G)``, ``zc (m,)``, ``nu (m,)``, ``iters``, ``done``.
+
+    ``fixed[k, i]`` holds vertex ``i`` of problem ``k`` at ``y0[k, i]``. A zero cost row ``cs[k]``
+    drops the budget (its multiplier then tends to 0).
+    """
     m, G = cs.shape
     y_out = np.empty((m, G))
     zc_out = np.zeros(m)
@@ -179,6 +188,7 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
     K = np.empty((G, G))
     xc = np.empty(G)
     xe = np.empty(G)
+    cp = np.empty(G)
     y = np.empty(G)
     sl = np.empty(G)
     su = np.empty(G)
@@ -204,7 +214,9 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
         for i in range(G):
             ff[i] = 0.0 if fixed[k, i] else 1.0
             nf += ff[i]
-            y[i] = lo if fixed[k, i] else y0[k, i]
+            # A fixed vertex keeps its start value (pi_min for an isolated vertex; 1 or
+            # pi_min off the tied group on the least-cost face).
+            y[i] = y0[k, i]
         # Gradient scale at the start sets the initial barrier parameter.
         gam0 = 0.0
         for i in range(G):
@@ -285,22 +297,29 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
                     K[i, i] = 1.0
             if not _chol(K):
                 break
+            alpha = 0.0
+            s22 = 0.0
+            if has_eq:
+                for i in range(G):
+                    xe[i] = ff[i]
+                _chol_solve(K, xe)
+                ce = 0.0
+                for i in range(G):
+                    s22 += ff[i] * xe[i]
+                    ce += c[i] * ff[i] * xe[i]
+                alpha = ce / s22
             for i in range(G):
-                xc[i] = c[i] * ff[i]
-                xe[i] = ff[i]
+                cp[i] = (c[i] - alpha) * ff[i]
+                xc[i] = cp[i]
             _chol_solve(K, xc)
             s11 = sc / zc
             s12 = 0.0
-            s22 = 0.0
             for i in range(G):
-                s11 += c[i] * ff[i] * xc[i]
-            if has_eq:
-                _chol_solve(K, xe)
-                for i in range(G):
-                    s12 += c[i] * ff[i] * xe[i]
-                    s22 += ff[i] * xe[i]
-            dzc, dnu, cdy = _step(sl, su, sc, zl, zu, zc, c, ff, K, xc, xe, s11, s12, s22, rd, rp,
-                                  zero, zero, 0.0, has_eq, dy, dzl, dzu)
+                s11 += cp[i] * xc[i]
+                if has_eq:
+                    s12 += cp[i] * xe[i]
+            dzc, dnu, cdy = _step(sl, su, sc, zl, zu, zc, c, cp, alpha, ff, K, xc, xe, s11, s12,
+                                  s22, rd, rp, zero, zero, 0.0, has_eq, dy, dzl, dzu)
             al = _max_step(sl, su, sc, zl, zu, zc, dy, dzl, dzu, dzc, cdy, ff)
             mu_aff = (sc - al * cdy) * (zc + al * dzc)
             for i in range(G):
@@ -314,8 +333,8 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
                 tl[i] = smu - dy[i] * dzl[i]
                 tu[i] = smu + dy[i] * dzu[i]
             tc = smu + cdy * dzc
-            dzc, dnu, cdy = _step(sl, su, sc, zl, zu, zc, c, ff, K, xc, xe, s11, s12, s22, rd, rp,
-                                  tl, tu, tc, has_eq, dy, dzl, dzu)
+            dzc, dnu, cdy = _step(sl, su, sc, zl, zu, zc, c, cp, alpha, ff, K, xc, xe, s11, s12,
+                                  s22, rd, rp, tl, tu, tc, has_eq, dy, dzl, dzu)
             al = 0.995 * _max_step(sl, su, sc, zl, zu, zc, dy, dzl, dzu, dzc, cdy, ff)
             # Globalisation: the step must decrease the barrier merit psi_t (Armijo, with a
             # rounding allowance). Otherwise fall back to the pure centring direction, which
@@ -335,8 +354,8 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
                 for i in range(G):
                     tl[i] = smu
                     tu[i] = smu
-                dzc, dnu, cdy = _step(sl, su, sc, zl, zu, zc, c, ff, K, xc, xe, s11, s12, s22,
-                                      rd, rp, tl, tu, smu, has_eq, dy, dzl, dzu)
+                dzc, dnu, cdy = _step(sl, su, sc, zl, zu, zc, c, cp, alpha, ff, K, xc, xe, s11,
+                                      s12, s22, rd, rp, tl, tu, smu, has_eq, dy, dzl, dzu)
                 al = 0.995 * _max_step(sl, su, sc, zl, zu, zc, dy, dzl, dzu, dzc, cdy, ff)
                 dd = smu * cdy / sc
                 for i in range(G):

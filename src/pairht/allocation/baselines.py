@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht.allocation.solver import validate_problem
+from pairht._validation import check_finite
+from pairht.allocation.solver import validate_costs, validate_problem
 
 
-def water_fill(w: np.ndarray, c: np.ndarray, budget: np.ndarray, pi_min: float) -> np.ndarray:
+def water_fill(w: ArrayLike, c: ArrayLike, budget: ArrayLike, pi_min: float) -> np.ndarray:
     r"""``pi_i = clip(t w_i, pi_min, 1)`` with the scalar ``t`` that spends ``budget`` exactly.
 
     The cost ``C(t) = sum_i c_i clip(t w_i, pi_min, 1)`` is piecewise linear and nondecreasing
@@ -24,13 +25,33 @@ def water_fill(w: np.ndarray, c: np.ndarray, budget: np.ndarray, pi_min: float) 
 
     Parameters
     ----------
-    w : (m, G) nonnegative weights;  c : (m, G) positive costs;  budget : (m,)
-    pi_min : float
+    w : (m, G) array_like    nonnegative finite weights
+    c : (m, G) array_like    positive costs
+    budget : (m,) or float   at least the floor's cost ``pi_min * sum(c)``
+    pi_min : float           floor in (0, 1]
 
     Returns
     -------
     (m, G) ndarray
+
+    Examples
+    --------
+    >>> water_fill([[1.0, 3.0]], [[100.0, 100.0]], 100.0, 0.1).tolist()
+    [[0.25, 0.75]]
     """
+    c, budget, pi_min = validate_costs(c, budget, pi_min, name="c")
+    w = check_finite("w", w)
+    if c.ndim != 2 or w.shape != c.shape:
+        raise ValueError(f"w and c must both have shape (m, G) (a flat batch); got w "
+                         f"{w.shape}, c {c.shape}")
+    if np.any(w < 0):
+        raise ValueError(f"w must be nonnegative (allocation weights); got min "
+                         f"{float(w.min())!r}")
+    return _water_fill(w, c, budget, pi_min)
+
+
+def _water_fill(w: np.ndarray, c: np.ndarray, budget: np.ndarray, pi_min: float) -> np.ndarray:
+    """:func:`water_fill` on validated flat arrays."""
     m, G = c.shape
     budget = np.minimum(budget, c.sum(axis=1))
     pos = w > 0
@@ -87,7 +108,7 @@ def uniform_allocation(c_hat: ArrayLike, budget: ArrayLike, pi_min: float = 0.08
     >>> uniform_allocation([100.0, 300.0], budget=200.0).tolist()
     [0.5, 0.5]
     """
-    _, c, bud, _lo = validate_problem(None, c_hat, budget, pi_min)
+    c, bud, _lo = validate_costs(c_hat, budget, pi_min)
     t = np.minimum(1.0, bud / c.sum(axis=-1))
     return np.broadcast_to(t[..., None], c.shape).copy()
 
@@ -110,5 +131,5 @@ def pointwise_allocation(
     p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
     G = c.shape[-1]
     w = np.sqrt(p * (1.0 - p) / c)
-    pi = water_fill(w.reshape(-1, G), c.reshape(-1, G), bud.reshape(-1), lo)
+    pi = _water_fill(w.reshape(-1, G), c.reshape(-1, G), bud.reshape(-1), lo)
     return pi.reshape(c.shape)

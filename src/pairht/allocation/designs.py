@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from pairht._validation import check_integer_sum, check_probabilities
+from pairht.designs.base import Design
+from pairht.designs.registry import DESIGNS, make_design
 
-if TYPE_CHECKING:
-    from pairht.designs import Design
-
-#: Design kinds :func:`design_for` accepts (the registry of :mod:`pairht.designs`).
-DESIGN_KINDS: tuple[str, ...] = (
-    "bernoulli", "conditional_poisson", "dependent_rounding", "randomized_dependent_rounding")
+#: Design kinds :func:`design_for` accepts: the names of the registry
+#: :data:`pairht.designs.DESIGNS` (read from it, never listed here).
+DESIGN_KINDS: tuple[str, ...] = tuple(DESIGNS)
 
 
 def design_for(pi: ArrayLike, kind: str = "bernoulli", **kwargs: Any) -> Design:
@@ -51,9 +50,6 @@ def design_for(pi: ArrayLike, kind: str = "bernoulli", **kwargs: Any) -> Design:
     ...
     ValueError: pi must sum to an integer ...
     """
-    # Imported here so that ``import pairht.allocation`` does not load every design module.
-    from pairht.designs import DESIGNS, make_design
-
     if not isinstance(kind, str) or kind not in DESIGNS:
         raise ValueError(f"kind must be one of {sorted(DESIGNS)}; got {kind!r}")
     arr = check_probabilities("pi", pi)

@@ -8,8 +8,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pairht._validation import check_finite, check_probabilities
+from pairht.allocation._checks import check_flag
+from pairht.allocation.kkt import _value
 from pairht.allocation.proxies import check_energy, covariance_term
-from pairht.allocation.solver import AllocationResult, proxy_value
+from pairht.allocation.solver import AllocationResult
 from pairht.estimators._inputs import check_joint
 
 
@@ -21,6 +23,8 @@ class AllocationDiagnostics:
     ----------
     pi : (..., G)             the probability vector
     expected_cost : (...)     predicted expected suffix cost ``sum_i c_i pi_i``
+    unspent_budget : (...)    ``budget - expected_cost`` (from ``budget``, else the result's
+                              field; NaN when neither was passed)
     residual : (...)          solver KKT residual (NaN when no result was passed)
     expected_edges : (...)    expected observed edges ``sum_{i<j} rho_ij``
     expected_completed : (...) expected completed vertices ``sum_i pi_i``
@@ -31,6 +35,7 @@ class AllocationDiagnostics:
 
     pi: np.ndarray
     expected_cost: np.ndarray
+    unspent_budget: np.ndarray
     residual: np.ndarray
     expected_edges: np.ndarray
     expected_completed: np.ndarray
@@ -50,6 +55,7 @@ def diagnostics(
     a: ArrayLike | None = None,
     result: AllocationResult | None = None,
     covariance: bool = True,
+    budget: ArrayLike | None = None,
 ) -> AllocationDiagnostics:
     r"""Allocation diagnostics of the appendix, per problem.
 
@@ -58,6 +64,8 @@ def diagnostics(
 
     * ``expected_edges = sum_{i<j} rho_ij`` (expected number of observed contrast terms);
     * ``expected_completed = sum_i pi_i``;  ``expected_cost = sum_i c_i pi_i``;
+    * ``unspent_budget = budget - expected_cost`` (predicted tokens left unused; with a
+      ``result`` and no ``budget``, the result's ``unspent_budget``);
     * ``max_weight = max_{i<j} 1/rho_ij`` (the largest Horvitz-Thompson edge weight);
     * ``expected_ess = (sum_e rho_e w_e)^2 / sum_e rho_e w_e^2`` with ``w_e = 1/rho_e``, i.e.
       ``M^2 / sum_e 1/rho_e``: the Kish ESS of the HT weights with numerator and denominator
@@ -76,9 +84,11 @@ def diagnostics(
     a : (..., G, G) array_like, optional
         Edge proxy (for the variance proxy).
     result : AllocationResult, optional
-        Supplies the solver residual.
+        Supplies the solver residual (and the unspent budget); batch shape of ``pi``.
     covariance : bool
         Include ``b_i`` in the variance proxy.
+    budget : float or (...) array_like, optional
+        The expected-cost budget, for ``unspent_budget``.
 
     Returns
     -------
@@ -91,6 +101,7 @@ def diagnostics(
     (1.25, 4.0, 1.125)
     """
     p = check_probabilities("pi", pi)
+    covariance = check_flag("covariance", covariance)
     if p.ndim < 1 or p.shape[-1] < 2:
         raise ValueError(f"pi must have shape (..., G) with G >= 2; got {p.shape}")
     c = check_finite("c_hat", c_hat)
@@ -120,15 +131,34 @@ def diagnostics(
         aa = check_energy(a, shape=(*p.shape, G), name="a")
         b = covariance_term(aa) if covariance else np.zeros(p.shape)
         with np.errstate(divide="ignore"):
-            vp = proxy_value(p, aa, b)
-    if result is None:
-        resid = np.full(p.shape[:-1], np.nan)
-    else:
-        resid = np.broadcast_to(np.asarray(result.kkt_residual, dtype=np.float64),
-                                p.shape[:-1]).copy()
+            vp = _value(p, aa, b)
+    batch = p.shape[:-1]
+    cost = np.einsum("...i,...i->...", c, p)
+    unspent = np.full(batch, np.nan)
+    resid = np.full(batch, np.nan)
+    if result is not None:
+        if not isinstance(result, AllocationResult):
+            raise TypeError(f"result must be an AllocationResult (from allocate); got "
+                            f"{type(result).__name__}")
+        if np.shape(result.kkt_residual) != batch:
+            raise ValueError(f"result must have the batch shape of pi {batch}; got "
+                             f"{np.shape(result.kkt_residual)}")
+        resid = np.asarray(result.kkt_residual, dtype=np.float64).copy()
+        unspent = np.asarray(result.unspent_budget, dtype=np.float64).copy()
+    if budget is not None:
+        bud = check_finite("budget", budget)
+        try:
+            bud = np.broadcast_to(bud, batch).astype(np.float64)
+        except ValueError:
+            raise ValueError(f"budget must be a scalar or have the batch shape {batch}; got "
+                             f"shape {bud.shape}") from None
+        if np.any(bud <= 0):
+            raise ValueError(f"budget must be positive; got min {float(bud.min())!r}")
+        unspent = bud - cost
     return AllocationDiagnostics(
         pi=p,
-        expected_cost=np.einsum("...i,...i->...", c, p),
+        expected_cost=cost,
+        unspent_budget=unspent,
         residual=resid,
         expected_edges=edges.sum(axis=-1),
         expected_completed=p.sum(axis=-1),

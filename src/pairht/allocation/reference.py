@@ -11,56 +11,20 @@ from numpy.typing import ArrayLike
 from scipy.optimize import minimize
 
 from pairht._validation import check_probabilities
+from pairht.allocation._checks import check_flag, check_max_iter, check_real
+from pairht.allocation.kkt import _lstsq_multipliers, _residual, _value, estimate_multipliers
 from pairht.allocation.proxies import ProxyKind, edge_proxy
 from pairht.allocation.proxies import covariance_term as _covariance_term
 from pairht.allocation.solver import (
     AllocationResult,
-    kkt_residual,
-    proxy_gradient,
-    proxy_value,
+    _check_proxy_kind,
+    allocate,
     resolve_sizes,
     uniform_fallback,
     validate_problem,
 )
 
-
-def estimate_multipliers(
-    pi: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    c: np.ndarray,
-    budget: float,
-    pi_min: float,
-    size: float | None = None,
-    rtol: float = 1e-6,
-) -> tuple[float, float]:
-    """Least-squares KKT multipliers ``(lam, nu)`` of one problem from its primal point.
-
-    Interior coordinates (``rtol`` away from both bounds) must satisfy
-    ``g_i + lam c_i + nu = 0``; ``lam`` is fitted there when the budget binds (relative slack
-    under ``rtol``) and is 0 otherwise. With no interior coordinate, ``lam`` is the smallest
-    value making every lower-bound coordinate sign-correct. ``nu`` is 0 without a size.
-    """
-    g = proxy_gradient(pi, a, b)
-    free = (pi > pi_min + rtol) & (pi < 1.0 - rtol)
-    binds = c @ pi >= budget * (1.0 - rtol)
-    cols = []
-    if binds:
-        cols.append(c)
-    if size is not None:
-        cols.append(np.ones_like(c))
-    if not cols:
-        return 0.0, 0.0
-    if free.any():
-        A = np.stack(cols, axis=1)[free]
-        sol = np.linalg.lstsq(A, -g[free], rcond=None)[0]
-    elif binds and size is None:
-        sol = np.array([max(0.0, float(np.max(-g / c)))])
-    else:
-        sol = np.zeros(len(cols))
-    lam = float(sol[0]) if binds else 0.0
-    nu = float(sol[-1]) if size is not None else 0.0
-    return lam, nu
+__all__ = ["estimate_multipliers", "reference_slsqp"]
 
 
 def reference_slsqp(
@@ -71,7 +35,7 @@ def reference_slsqp(
     proxy: ProxyKind = "disagreement",
     covariance_term: bool = True,
     warm_start: ArrayLike | None = None,
-    size: int | ArrayLike | None = None,
+    size: int | str | ArrayLike | None = None,
     fallback: bool = True,
     score_norm: ArrayLike | None = None,
     energy: ArrayLike | None = None,
@@ -101,6 +65,7 @@ def reference_slsqp(
     ``converged`` is SLSQP's own success flag; ``kkt_residual`` is measured on the returned
     point with least-squares multipliers (:func:`estimate_multipliers`) by the same
     :func:`~pairht.allocation.kkt_residual` as :func:`~pairht.allocation.allocate`.
+    ``size="auto"`` takes the size :func:`~pairht.allocation.allocate` chooses.
 
     Examples
     --------
@@ -110,8 +75,18 @@ def reference_slsqp(
     """
     p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
     batch, G = p.shape[:-1], p.shape[-1]
+    _check_proxy_kind(proxy)
+    cov = check_flag("covariance_term", covariance_term)
+    fallback = check_flag("fallback", fallback)
+    relative_ftol = check_flag("relative_ftol", relative_ftol)
+    ftol = check_real("ftol", ftol, low=0.0, high=1.0, high_open=True,
+                      rule="SLSQP's stopping tolerance")
+    maxiter = check_max_iter("maxiter", maxiter)
+    if isinstance(size, str) and size == "auto":
+        size = allocate(p, c, bud, lo, proxy=proxy, covariance_term=cov, size="auto",
+                        score_norm=score_norm, energy=energy).size
     a = edge_proxy(p, kind=proxy, score_norm=score_norm, energy=energy)
-    b = _covariance_term(a) if covariance_term else np.zeros(p.shape)
+    b = _covariance_term(a) if cov else np.zeros(p.shape)
     m = int(np.prod(batch, dtype=np.int64))
     C, A, Bv, BUD = c.reshape(m, G), a.reshape(m, G, G), b.reshape(m, G), bud.reshape(m)
     W = None
@@ -136,7 +111,7 @@ def reference_slsqp(
         uni = fallback_pi[k]
         start = uni if W is None else W[k]
         x0 = -np.log(start)
-        scale = 1.0 / max(float(proxy_value(start, ak, bk)), 1e-300) if relative_ftol else 1.0
+        scale = 1.0 / max(float(_value(start, ak, bk)), 1e-300) if relative_ftol else 1.0
 
         def fun(x, ak=ak, bk=bk, scale=scale):
             e = np.exp(x)
@@ -159,17 +134,18 @@ def reference_slsqp(
             fb[k] = True
             status[k] = "fallback_uniform"
         pi_out[k] = pik
-        lam_out[k], nu = estimate_multipliers(pik, ak, bk, ck, Bk, lo,
-                                              None if N is None else float(N[k]))
+        lam_out[k], nu = _lstsq_multipliers(pik, ak, bk, ck, float(Bk), lo,
+                                            None if N is None else float(N[k]))
         if N is not None:
             nu_out[k] = nu
-    res_kkt = kkt_residual(pi_out, A, Bv, C, BUD, lo, lam_out,
-                           None if N is None else nu_out,
-                           None if N is None else N.astype(np.float64))
+    res_kkt = _residual(pi_out, A, Bv, C, BUD, lo, lam_out,
+                        None if N is None else nu_out,
+                        None if N is None else N.astype(np.float64))
+    cost = np.einsum("mg,mg->m", C, pi_out)
     fields = {
-        "pi": pi_out, "objective": proxy_value(pi_out, A, Bv), "kkt_residual": res_kkt,
+        "pi": pi_out, "objective": _value(pi_out, A, Bv), "kkt_residual": res_kkt,
         "iterations": iters, "status": status.astype(str), "converged": ok,
-        "fallback_used": fb, "expected_cost": np.einsum("mg,mg->m", C, pi_out),
+        "fallback_used": fb, "expected_cost": cost, "unspent_budget": BUD - cost,
         "budget_multiplier": lam_out, "size_multiplier": nu_out,
         "size": np.full(m, -1, dtype=np.int64) if N is None else N.copy(),
     }

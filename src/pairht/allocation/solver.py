@@ -13,26 +13,46 @@ The map ``pi = e^{-x}`` is a monotone bijection of the box, so the same minimise
 and this is the form solved here: ``f`` is convex in ``pi`` (each ``1/(pi_i pi_j)`` has Hessian
 determinant ``3/(pi_i pi_j)^4 > 0``) and strictly convex in every vertex with an edge, and all
 constraints are *linear*, including the size equality ``sum pi = n`` that is not convex in
-``x``. See :func:`allocate` for the algorithm and the exact definition of the KKT residual.
+``x``. See :func:`allocate` for the algorithm and the truthfulness contract of the result.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import numbers
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from pairht._validation import check_finite, check_probabilities
+from pairht.allocation._checks import check_flag, check_max_iter, check_pi_min, check_tol
 from pairht.allocation._ipm_kernel import ipm_batch
-from pairht.allocation.proxies import ProxyKind, edge_proxy, shared_vertex_term
+from pairht.allocation.kkt import (
+    _gradient,
+    _lstsq_multipliers,
+    _residual,
+    _room,
+    _value,
+    kkt_residual,
+    proxy_gradient,
+    proxy_value,
+)
+from pairht.allocation.proxies import PROXY_KINDS, ProxyKind, edge_proxy, shared_vertex_term
+from pairht.allocation.sizes import (
+    EDGE_RTOL,
+    _largest_affordable,
+    extreme_cost,
+    least_cost_face,
+    min_cost_point,
+)
+
+__all__ = [
+    "KKT_TOL", "AllocationResult", "allocate", "auto_size", "kkt_residual", "proxy_gradient",
+    "proxy_value", "resolve_sizes", "uniform_fallback", "validate_costs", "validate_problem",
+]
 
 #: Default stopping tolerance on the relative KKT residual (see :func:`kkt_residual`).
 KKT_TOL = 1e-8
-#: Relative tolerance under which a budget counts as exactly the floor's cost.
-_EDGE_RTOL = 1e-12
 #: Fraction of the cost room (floor -> budget) the cold start spends.
 _START_ROOM = 0.95
 
@@ -41,6 +61,13 @@ _START_ROOM = 0.95
 class AllocationResult:
     """Solution of a batch of PAIR allocation problems; every field has the batch shape.
 
+    **Truthfulness contract.** ``kkt_residual`` is always measured at the returned ``pi``
+    with the returned multipliers (:func:`kkt_residual`, see :func:`allocate` for the one
+    rounding caveat), ``converged`` is ``kkt_residual <= tol`` and nothing else, and a ``pi``
+    that is not feasible (``c . pi <= budget``, ``pi_min <= pi <= 1``, ``sum pi = n``, each to
+    ``1e-12`` relative) is only ever returned with ``status == "max_iterations"`` (a failed
+    solve; ``converged`` is then False).
+
     Attributes
     ----------
     pi : (..., G) ndarray
@@ -48,21 +75,32 @@ class AllocationResult:
     objective : (...) ndarray
         Variance proxy ``sum_{i<j} a_ij/(pi_i pi_j) + sum_i b_i/pi_i`` at ``pi``.
     kkt_residual : (...) ndarray
-        Relative KKT residual of ``pi`` with the reported multipliers (:func:`kkt_residual`).
+        Relative KKT residual of the returned ``pi`` with the reported multipliers
+        (:func:`kkt_residual`); ``inf`` if ``pi`` holds a NaN.
     iterations : (...) ndarray of int
         Interior-point iterations (0 for problems solved in closed form).
     status : (...) ndarray of str
         ``"optimal"`` (interior point), ``"full"`` (``pi = 1``: the budget affords every
-        suffix), ``"floor"`` (``pi = pi_min``: budget exactly the floor's cost),
-        ``"min_cost"`` (size route with the budget exactly the least cost of ``n`` units: the
-        only feasible point), ``"degenerate"`` (``a = 0``: every feasible ``pi`` is optimal,
-        tie-break documented in :func:`allocate`), ``"max_iterations"``, ``"fallback_uniform"``.
+        suffix, or ``n = G``), ``"floor"`` (``pi = pi_min``: budget exactly the floor's cost,
+        or ``n = G pi_min``), ``"min_cost"`` (size route with the budget exactly the least cost
+        of ``n`` units: solved on the least-cost face, a single point unless costs tie at the
+        margin), ``"degenerate"`` (``a = 0``: every feasible ``pi`` is optimal, tie-break
+        documented in :func:`allocate`), and the two failures: ``"max_iterations"`` (the
+        interior point did not reach ``tol``; ``pi`` is its last iterate and may be
+        infeasible) and ``"fallback_uniform"`` (that iterate replaced by the uniform fallback,
+        which is feasible).
     converged : (...) ndarray of bool
-        ``kkt_residual <= tol``.
+        ``kkt_residual <= tol``: the KKT conditions hold at ``pi`` (so ``pi`` is optimal).
     fallback_used : (...) ndarray of bool
         Whether the uniform fallback replaced a failed solve (only with ``fallback=True``).
     expected_cost : (...) ndarray
         Predicted expected suffix cost ``sum_i c_i pi_i``.
+    unspent_budget : (...) ndarray
+        ``budget - expected_cost``: predicted tokens the allocation leaves unused. Zero up to
+        rounding when the budget binds; positive when it does not (budget above the full
+        cost, or a fixed size ``n`` whose optimum costs less than the budget: with tied costs
+        ``n`` units cost exactly ``n c`` whatever ``pi``). Negative only by rounding
+        (``>= -1e-12 budget``) or with ``status == "max_iterations"``.
     budget_multiplier : (...) ndarray
         Lagrange multiplier ``lambda >= 0`` of the budget (objective units per token).
     size_multiplier : (...) ndarray
@@ -79,109 +117,21 @@ class AllocationResult:
     converged: np.ndarray
     fallback_used: np.ndarray
     expected_cost: np.ndarray
+    unspent_budget: np.ndarray
     budget_multiplier: np.ndarray
     size_multiplier: np.ndarray
     size: np.ndarray
 
 
-# ---------------------------------------------------------------------------------- objective
-def proxy_value(pi: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    r"""Variance proxy ``f(pi) = sum_{i<j} a_ij/(pi_i pi_j) + sum_i b_i/pi_i``, shape ``(...)``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> float(proxy_value(np.array([0.5, 1.0]), np.array([[0, 2.0], [2.0, 0]]), np.ones(2)))
-    7.0
-    """
-    u = 1.0 / pi
-    au = np.einsum("...ij,...j->...i", a, u)
-    return 0.5 * np.einsum("...i,...i->...", u, au) + np.einsum("...i,...i->...", b, u)
-
-
-def proxy_gradient(pi: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Gradient of :func:`proxy_value` in ``pi``: ``-(A u + b)_i / pi_i^2`` with ``u = 1/pi``."""
-    u = 1.0 / pi
-    q = np.einsum("...ij,...j->...i", a, u) + b
-    return -q * u * u
-
-
-def kkt_residual(
-    pi: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    c: np.ndarray,
-    budget: np.ndarray,
-    pi_min: float,
-    lam: np.ndarray,
-    nu: np.ndarray | None = None,
-    size: np.ndarray | None = None,
-) -> np.ndarray:
-    r"""Relative KKT residual of ``pi`` for the program in ``pi`` with multipliers ``lam, nu``.
-
-    With ``g = grad f(pi)``, ``gamma = max(max_i |g_i|, 1e-300)``, ``w = g + lam c + nu 1`` and
-    ``c_max = max_i c_i`` the residual is the largest of
-
-    * stationarity with the box (natural residual, in probability units):
-      ``max_i |pi_i - clip(pi_i - w_i / gamma, pi_min, 1)|`` -- zero iff ``w_i = 0`` where
-      ``pi_i`` is interior, ``w_i >= 0`` at ``pi_min`` and ``w_i <= 0`` at 1;
-    * dual feasibility ``max(0, -lam) c_max / gamma``;
-    * complementary slackness ``(lam c_max / gamma) |1 - c . pi / budget|``;
-    * primal feasibility ``max(0, c . pi / budget - 1)``, ``max(0, pi_min - pi_i)``,
-      ``max(0, pi_i - 1)`` and, with a size, ``|sum pi - n| / n``.
-
-    Every term is invariant to rescaling ``a, b`` (objective units) and ``c, budget`` (tokens).
-    """
-    g = proxy_gradient(pi, a, b)
-    gamma = np.maximum(np.max(np.abs(g), axis=-1), 1e-300)
-    nu_ = np.zeros_like(lam) if nu is None else np.where(np.isnan(nu), 0.0, nu)
-    w = g + lam[..., None] * c + nu_[..., None]
-    stat = np.max(np.abs(pi - np.clip(pi - w / gamma[..., None], pi_min, 1.0)), axis=-1)
-    cmax = np.max(c, axis=-1)
-    rel_cost = np.einsum("...i,...i->...", c, pi) / budget
-    dual = np.maximum(-lam, 0.0) * cmax / gamma
-    comp = np.abs(lam) * cmax / gamma * np.abs(1.0 - rel_cost)
-    feas = np.maximum(rel_cost - 1.0, 0.0)
-    box = np.maximum(np.max(np.maximum(pi_min - pi, pi - 1.0), axis=-1), 0.0)
-    out = np.maximum.reduce([stat, dual, comp, feas, box])
-    if size is not None:
-        out = np.maximum(out, np.abs(pi.sum(axis=-1) - size) / size)
-    return out
-
-
 # ---------------------------------------------------------------------------------- helpers
-def _min_cost_point(c: np.ndarray, lo: float, n: np.ndarray) -> np.ndarray:
-    """Cheapest ``pi`` in the box with ``sum pi = n``: cheapest units raised to 1 first.
-
-    Equal costs share equally (sorting is stable and the fractional remainder is spread over
-    the tied group), so the point is deterministic. Shape ``(m, G)``.
-    """
-    m, G = c.shape
-    order = np.argsort(c, axis=1, kind="stable")
-    extra = (n - G * lo) / (1.0 - lo) if lo < 1 else np.zeros(m)  # units of (1 - lo) to add
-    k = np.floor(extra + 1e-12).astype(np.int64)
-    frac = np.clip(extra - k, 0.0, 1.0)
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.arange(G)[None, :].repeat(m, 0), axis=1)
-    level = np.where(ranks < k[:, None], 1.0, np.where(ranks == k[:, None], frac[:, None], 0.0))
-    # Spread the fractional level over units tied in cost with the marginal one.
-    cs = np.take_along_axis(c, order, axis=1)
-    kk = np.minimum(k, G - 1)
-    cm = cs[np.arange(m), kk]
-    tied = np.isclose(c, cm[:, None], rtol=0, atol=0) & (frac[:, None] > 0)
-    tot = np.where(tied, level, 0.0).sum(axis=1)
-    cnt = tied.sum(axis=1)
-    level = np.where(tied, (tot / np.maximum(cnt, 1))[:, None], level)
-    return lo + (1.0 - lo) * level
-
-
 def _restore_size(y: np.ndarray, c: np.ndarray, lo: float, n: np.ndarray) -> np.ndarray:
     """Make ``sum y = n`` hold to rounding without changing the cost ``c . y``.
 
     The interior-point method meets the linear size equality only up to its tolerance
     (``~1e-10``) after damped steps. The residual is removed by the smallest slack-weighted
     correction ``delta = s (k1 + k2 c)`` with ``sum delta = n - sum y`` and ``c . delta = 0``,
-    ``s_i = min(y_i - lo, 1 - y_i)`` so bound-active coordinates do not move.
+    ``s_i = min(y_i - lo, 1 - y_i)`` so bound-active (and fixed) coordinates do not move.
+    ``c`` is the (shifted) cost row the kernel used: zero where the budget was dropped.
     """
     r = n - y.sum(axis=1)
     s = np.maximum(np.minimum(y - lo, 1.0 - y), 0.0)
@@ -257,12 +207,21 @@ def _start_point(
     return y0 + t[:, None] * (w - y0)
 
 
+# ---------------------------------------------------------------------------------- sizes
 def _as_int_sizes(size: Any, batch: tuple[int, ...]) -> np.ndarray:
-    arr = np.asarray(size)
-    integral = np.issubdtype(arr.dtype, np.integer) or (
-        np.issubdtype(arr.dtype, np.floating) and bool(np.all(np.isfinite(arr)))
-        and bool(np.all(arr == np.round(arr))))
-    if arr.dtype == bool or not integral:
+    if isinstance(size, (bool, np.bool_)):
+        raise TypeError(f"size must be None, 'auto' or an int (the fixed sample size n), not a "
+                        f"bool; got {size!r}")
+    try:
+        arr = np.asarray(size)
+    except (TypeError, ValueError):
+        arr = np.asarray(None)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"size must be None, 'auto', an int or an array of ints (the fixed "
+                        f"sample size n); got {size!r}")
+    integral = arr.dtype.kind in "iu" or (
+        bool(np.all(np.isfinite(arr))) and bool(np.all(arr == np.round(arr))))
+    if not integral:
         raise ValueError(f"size must be None, 'auto', an int or an array of ints (the fixed "
                          f"sample size n); got {size!r}")
     try:
@@ -272,46 +231,45 @@ def _as_int_sizes(size: Any, batch: tuple[int, ...]) -> np.ndarray:
                          f"{arr.shape}") from None
 
 
+def _lower_size(G: int, lo: float) -> int:
+    """Smallest admissible size: one pair, and no fewer than the floor forces."""
+    return max(2, int(np.ceil(G * lo - 1e-12)))
+
 
 def resolve_sizes(
-    size: int | str | ArrayLike | None, c: np.ndarray, bud: np.ndarray, lo: float
+    size: int | ArrayLike | None, c: np.ndarray, bud: np.ndarray, lo: float
 ) -> np.ndarray | None:
-    """Validated fixed sizes ``n`` of shape ``c.shape[:-1]`` (or ``None`` for no size).
+    """Validated explicit fixed sizes ``n`` of shape ``c.shape[:-1]`` (or ``None``).
 
-    ``size`` is ``None``, ``"auto"`` (:func:`auto_size`) or integers with
-    ``max(2, G * pi_min) <= n <= G``, and each ``n`` must be affordable: the cheapest ``n``
-    units at 1 and the rest at ``pi_min`` must cost at most the budget. Shared by
-    :func:`allocate` and :func:`~pairht.allocation.reference_slsqp` so both solve the same
-    problems. ``c`` and ``bud`` are validated (:func:`validate_problem`).
+    ``size`` is ``None`` or integers with ``max(2, G * pi_min) <= n <= G``, and each ``n``
+    must be affordable: the cheapest ``n`` units at 1 and the rest at ``pi_min`` must cost at
+    most the budget (:func:`~pairht.allocation.sizes.extreme_cost`). ``"auto"`` is resolved by
+    :func:`allocate` (it needs the solver) and raises here. Shared by :func:`allocate` and
+    :func:`~pairht.allocation.reference_slsqp` so both solve the same problems. ``c`` and
+    ``bud`` are validated (:func:`validate_problem`).
     """
     if size is None:
         return None
     batch, G = c.shape[:-1], c.shape[-1]
-    auto = isinstance(size, str)
-    if auto:
-        if size != "auto":
-            raise ValueError(f"size must be None, 'auto' or an int; got {size!r}")
-        sizes = auto_size(c, bud, lo)
-    else:
-        sizes = _as_int_sizes(size, batch)
-        badn = (sizes < 2) | (sizes > G) | (sizes < G * lo - 1e-12)
-        if badn.any():
-            v = int(np.atleast_1d(sizes)[np.argmax(np.atleast_1d(badn))])
-            raise ValueError(f"size must satisfy max(2, G * pi_min) <= n <= G = {G} "
-                             f"(G * pi_min = {G * lo:g}); got n = {v}")
+    if isinstance(size, str):
+        raise ValueError(f"size must be None, 'auto' or an int; got {size!r}")
+    sizes = _as_int_sizes(size, batch)
+    badn = (sizes < 2) | (sizes > G) | (sizes < G * lo - 1e-12)
+    if badn.any():
+        v = int(np.atleast_1d(sizes)[np.argmax(np.atleast_1d(badn))])
+        raise ValueError(f"size must satisfy max(2, G * pi_min) <= n <= G = {G} "
+                         f"(G * pi_min = {G * lo:g}); got n = {v}")
     m = int(np.prod(batch, dtype=np.int64))
-    n = np.broadcast_to(sizes, batch).reshape(m)
+    n = sizes.reshape(m)
     cf, bf = c.reshape(m, G), np.broadcast_to(bud, batch).reshape(m)
-    mincost = np.einsum("bi,bi->b", cf, _min_cost_point(cf, lo, n.astype(np.float64)))
-    short = mincost > bf * (1 + _EDGE_RTOL)
+    mincost = extreme_cost(cf, lo, n.astype(np.float64))
+    short = mincost > bf * (1 + EDGE_RTOL)
     if short.any():
         i = int(np.argmax(short))
-        hint = ("size='auto' cannot go below max(2, ceil(G * pi_min)); raise the budget or "
-                "use size=None (Bernoulli design)" if auto else "lower n or use size='auto'")
         raise ValueError(
             f"size n = {int(n[i])} is infeasible with this budget: the cheapest n units "
             f"(the rest at pi_min = {lo}) cost {float(mincost[i])!r} > budget = "
-            f"{float(bf[i])!r}; {hint}")
+            f"{float(bf[i])!r}; lower n or use size='auto'")
     return sizes
 
 
@@ -325,57 +283,35 @@ def uniform_fallback(
     if n is None:
         return np.clip(np.minimum(1.0, bud / full), lo, 1.0)[:, None] * np.ones_like(c)
     nf = n.astype(np.float64)
-    mc = _min_cost_point(c, lo, nf)
+    mc = min_cost_point(c, lo, nf)
     return _uniform_with_size(nf, full, bud, np.einsum("bi,bi->b", c, mc), mc)
-
-def auto_size(c_hat: np.ndarray, budget: np.ndarray, pi_min: float) -> np.ndarray:
-    r"""Fixed sample size chosen from the budget: ``n = floor(G budget / sum c)``, in ``[2, G]``.
-
-    ``n / G`` is then the largest uniform probability the budget affords, so the uniform
-    allocation ``pi = n/G`` is feasible and so is the program with ``sum pi = n``. The size is
-    raised to ``max(2, ceil(G pi_min))`` when the budget is below that (at least one pair, and
-    the floor forces ``sum pi >= G pi_min``); :func:`allocate` raises ``ValueError`` if even
-    that is not affordable.
-    """
-    c_hat = check_finite("c_hat", c_hat)
-    budget = check_finite("budget", budget)
-    if c_hat.ndim < 1 or np.any(c_hat <= 0) or np.any(budget <= 0):
-        raise ValueError("auto_size needs c_hat of shape (..., G) with every cost > 0 and a "
-                         "positive budget")
-    G = c_hat.shape[-1]
-    n = np.floor(G * budget / c_hat.sum(axis=-1) * (1 + 1e-12)).astype(np.int64)
-    lower = max(2, int(np.ceil(G * pi_min - 1e-12)))
-    return np.clip(n, lower, G)
 
 
 # ---------------------------------------------------------------------------------- public
-def validate_problem(
-    p_hat: ArrayLike | None, c_hat: ArrayLike, budget: ArrayLike, pi_min: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """Check an allocation problem; return ``p``, ``c`` (both ``(..., G)``), ``budget``, ``pi_min``.
+def validate_costs(
+    c_hat: ArrayLike, budget: ArrayLike, pi_min: float, shape: tuple[int, ...] | None = None,
+    name: str = "c_hat",
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Check costs, budget and floor; return ``c`` ``(..., G)``, ``budget`` ``(...)``, ``pi_min``.
 
-    ``p_hat`` may be None (baselines that ignore it); then ``p`` is returned as zeros.
-    Raises ``ValueError`` naming the argument, the value and the rule.
+    ``c_hat`` finite and positive with ``G >= 2`` (and the ``shape`` given, if any);
+    ``pi_min`` in ``(0, 1]``; ``budget`` finite, a scalar or of the batch shape, and at least
+    the floor's cost ``pi_min * sum(c_hat)`` (Proposition 2's existence condition). Raises
+    ``ValueError``/``TypeError`` naming the argument (``name`` for the costs), the value and
+    the rule.
     """
-    c = check_finite("c_hat", c_hat)
-    if p_hat is None:
-        p = np.zeros_like(c)
-    else:
-        p = check_probabilities("p_hat", p_hat)
-    if p.ndim < 1 or p.shape[-1] < 2:
-        raise ValueError(f"p_hat/c_hat must have shape (..., G) with G >= 2 candidates; got "
-                         f"{p.shape}")
-    if c.shape != p.shape:
-        raise ValueError(f"c_hat must have the shape of p_hat {p.shape}; got {c.shape}")
+    c = check_finite(name, c_hat)
+    if shape is not None and c.shape != shape:
+        raise ValueError(f"{name} must have the shape of p_hat {shape}; got {c.shape}")
+    if c.ndim < 1 or c.shape[-1] < 2:
+        raise ValueError(f"{name} must have shape (..., G) with G >= 2 candidates; got "
+                         f"{c.shape}")
     if np.any(c <= 0):
         idx = tuple(int(i) for i in np.argwhere(c <= 0)[0])
-        raise ValueError(f"c_hat must be positive (predicted suffix tokens); c_hat{list(idx)} = "
+        raise ValueError(f"{name} must be positive (predicted suffix tokens); {name}{list(idx)} = "
                          f"{c[idx]!r}")
-    if isinstance(pi_min, bool) or not isinstance(pi_min, numbers.Real) or not (
-            0.0 < float(pi_min) <= 1.0):
-        raise ValueError(f"pi_min must be a float in (0, 1] (positivity floor); got {pi_min!r}")
-    lo = float(pi_min)
-    batch = p.shape[:-1]
+    lo = check_pi_min(pi_min)
+    batch = c.shape[:-1]
     bud = check_finite("budget", budget)
     try:
         bud = np.broadcast_to(bud, batch).astype(np.float64)
@@ -383,13 +319,35 @@ def validate_problem(
         raise ValueError(f"budget must be a scalar or have the batch shape {batch}; got shape "
                          f"{bud.shape}") from None
     floor = lo * c.sum(axis=-1)
-    bad = bud < floor * (1.0 - _EDGE_RTOL)
+    bad = bud < floor * (1.0 - EDGE_RTOL)
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(np.atleast_1d(bad))[0])[: len(batch)]
         raise ValueError(
-            f"budget is infeasible: it must be at least the floor's cost pi_min * sum(c_hat) = "
+            f"budget is infeasible: it must be at least the floor's cost pi_min * sum({name}) = "
             f"{float(floor[idx])!r} (pi_min = {lo}); got budget{list(idx)} = {float(bud[idx])!r}")
+    return c, bud, lo
+
+
+def validate_problem(
+    p_hat: ArrayLike, c_hat: ArrayLike, budget: ArrayLike, pi_min: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Check an allocation problem; return ``p``, ``c`` (both ``(..., G)``), ``budget``, ``pi_min``.
+
+    ``p_hat`` must be probabilities in [0, 1] of shape ``(..., G)``, ``G >= 2`` (``None``
+    raises ``TypeError``: the proxy needs predictions); the rest as :func:`validate_costs`.
+    """
+    p = check_probabilities("p_hat", p_hat)
+    if p.shape[-1] < 2:
+        raise ValueError(f"p_hat/c_hat must have shape (..., G) with G >= 2 candidates; got "
+                         f"{p.shape}")
+    c, bud, lo = validate_costs(c_hat, budget, pi_min, shape=p.shape)
     return p, c, bud, lo
+
+
+def _check_proxy_kind(proxy: object) -> None:
+    if not isinstance(proxy, str) or proxy not in PROXY_KINDS:
+        raise ValueError(f"proxy must be one of {PROXY_KINDS} (the edge proxy registry); got "
+                         f"{proxy!r}")
 
 
 def allocate(
@@ -435,11 +393,30 @@ def allocate(
     objective is normalised to ``f(1) = 1`` and the budget to 1; the start point satisfies
     ``sum pi = n`` exactly, which every Newton step conserves.
 
+    **Size route: parallel rows.** On the slice ``sum pi = n`` the budget row ``c`` and the
+    size row ``1`` can be (nearly) parallel: with tied costs every point of the slice costs
+    ``n c``. The cost over the slice spans ``[mincost(n), maxcost(n)]``
+    (:mod:`pairht.allocation.sizes`), so a budget ``>= maxcost(n)`` (relative ``1e-12``) is
+    implied by the size and the budget row is dropped (``budget_multiplier = 0``); a budget
+    equal to ``mincost(n)`` leaves only the least-cost face, solved over the units tied at
+    the marginal cost with the others fixed (status ``"min_cost"``); otherwise the budget row
+    is written ``(c - min c) . pi <= budget - n min c`` (the same constraint on the slice),
+    which removes the common part of the two rows from the Newton system, so nearly tied
+    costs (``1e-6`` relative jitter) converge like any other problem.
+
     **Closed-form cases** (``iterations = 0``): ``budget >= sum c`` without a size gives
     ``pi = 1`` (``f`` is nonincreasing in every ``pi_i``); a budget within ``1e-12`` (relative)
     of the floor's cost ``pi_min sum c`` gives ``pi = pi_min``; ``size = G`` gives ``pi = 1``
-    and ``size = G pi_min`` gives ``pi = pi_min``; a budget equal (1e-12) to the least cost of
-    ``n`` units gives that least-cost point (cheapest units at 1; status ``"min_cost"``).
+    and ``size = G pi_min`` gives ``pi = pi_min``; a least-cost face that is a single point.
+
+    **size="auto".** The value ``v(n)`` of the program with ``sum pi = n`` is convex in ``n``
+    (the perturbation function of a convex program), and its minimum over real ``n`` is at
+    ``s = sum pi*`` of the program without a size. The best integer size is therefore
+    ``floor(s)`` or ``ceil(s)``, each clipped to ``[max(2, ceil(G pi_min)), n_max]`` with
+    ``n_max`` the largest affordable size
+    (:func:`~pairht.allocation.sizes.largest_affordable_size`); both are solved and the one
+    with the smaller objective is kept (ties: the larger ``n``, which spends more). Budget the
+    best size leaves unspent is reported in ``unspent_budget``. Costs three solves.
 
     **Tie-breaks** (where the minimiser is not unique). ``f`` is strictly convex in the vertices
     that have an edge (``a_ij > 0`` for some ``j``), so those are unique. An *isolated* vertex
@@ -452,13 +429,17 @@ def allocate(
     fallback rule), or with a size ``pi = n / G`` if affordable, else the cheapest mix of
     ``n/G`` with the least-cost point; status ``"degenerate"``.
 
-    **KKT residual** (:func:`kkt_residual`, with the multipliers reported in the result): the
-    largest of the natural (projected-gradient) residual with the gradient scaled by its
-    max-norm, the scaled complementarity and dual feasibility of the budget multiplier, and
-    the relative primal infeasibilities; invariant to the units of ``a, b`` and of the costs.
-    ``converged`` means ``<= tol`` (default ``1e-8``; the interior point stops at ``tol/10``).
-    In the closed-form cases with a single feasible point or ``a = 0`` only feasibility is
-    measured (every feasible point is optimal there).
+    **What the result promises** (:class:`AllocationResult`). ``kkt_residual`` is
+    :func:`kkt_residual` at the returned ``pi`` with the returned multipliers, in every case
+    (closed forms included: their multipliers are computed, e.g. the smallest ``lambda``
+    making every bound sign-correct on a least-cost face). The one caveat is rounding: on the
+    size route it is evaluated with the budget row shifted by ``k`` (``min c``, or the
+    marginal cost on a face), ``w = g + lam (c - k) + (nu + lam k)``, which equals
+    ``g + lam c + nu`` in exact arithmetic; recomputing it from the rounded ``nu`` can differ
+    by about ``1e-16 lam max(c) / max|g|`` (only visible for costs tied to ``1e-8``).
+    ``converged`` is ``kkt_residual <= tol`` (default ``1e-8``; the interior point stops at
+    ``tol/10``). A failed solve keeps ``status = "max_iterations"``, its last iterate (which
+    may violate a constraint: the residual says by how much) and its multipliers.
 
     **Warm start.** ``warm_start`` (previous step's ``pi``) is moved 1e-3 inside the box,
     given the sum ``n`` (size route) by shrinking towards the floor or towards 1, then pulled
@@ -467,10 +448,12 @@ def allocate(
     128, budget half the full cost): mean iterations 6.4 -> 5.5 (G = 8), 6.7 -> 5.8 (16),
     7.7 -> 6.3 (32), 8.7 -> 6.7 (64), i.e. 15-22% fewer; the solution is the same.
 
-    **Fallback.** With ``fallback=True`` a problem whose solve fails (residual above ``tol``
-    after ``max_iter`` iterations) gets the uniform allocation with the same expected cost
-    (``pi = min(1, budget / sum c)``, or ``n / G`` with a size), status ``"fallback_uniform"``
-    and ``fallback_used = True``. It is never used on a solved problem.
+    **Fallback.** With ``fallback=True`` a problem whose solve fails gets the uniform
+    allocation with the same expected cost (``pi = min(1, budget / sum c)``, or ``n / G`` with
+    a size, mixed with the least-cost point if unaffordable), status ``"fallback_uniform"`` and
+    ``fallback_used = True``. Its multipliers are the least-squares ones at that point
+    (:func:`~pairht.allocation.estimate_multipliers`) and ``kkt_residual`` is measured there
+    (so it is the fallback's distance from optimality, not 0). Never used on a solved problem.
 
     Parameters
     ----------
@@ -489,14 +472,15 @@ def allocate(
     warm_start : (..., G) array_like, optional
         Previous probabilities to start from.
     size : None, int, (...) ints or "auto"
-        Adds ``sum_i pi_i = n`` (fixed-size designs). ``"auto"`` uses :func:`auto_size`.
+        Adds ``sum_i pi_i = n`` (fixed-size designs). ``"auto"``: the best affordable size
+        (see above).
     fallback : bool
         Replace a failed solve by the uniform allocation at the same expected cost (reported
         in ``fallback_used``). Never used unless the solver fails.
     score_norm, energy : array_like, optional
         Inputs of the ``"score_norm"`` and ``"energy"`` proxies.
     tol : float
-        KKT tolerance. ``max_iter`` caps interior-point iterations.
+        KKT tolerance in (0, 1). ``max_iter`` (int >= 1) caps interior-point iterations.
 
     Returns
     -------
@@ -507,7 +491,10 @@ def allocate(
     ValueError
         Infeasible or malformed input: budget below the floor's cost (the message reports
         it), non-positive costs, ``p_hat`` outside [0, 1], ``pi_min`` outside (0, 1], NaN,
-        shape mismatch, a size that cannot be met.
+        shape mismatch, a size that cannot be met, an unknown proxy.
+    TypeError
+        An argument of the wrong kind: ``p_hat=None``, a non-bool ``fallback`` or
+        ``covariance_term``, a non-int ``max_iter``, complex or string arrays.
 
     Examples
     --------
@@ -517,31 +504,118 @@ def allocate(
     (True, 500.0)
     >>> res.pi.round(3).tolist()
     [0.888, 0.385, 0.609, 0.452]
+
+    Tied costs with a size: the budget is implied by the size and the optimum is not uniform.
+
+    >>> res = allocate([0.1, 0.5, 0.9, 0.5, 0.3, 0.7], [100.0] * 6, budget=300.0, size=3)
+    >>> str(res.status), bool(res.converged), round(float(res.objective), 3)
+    ('optimal', True, 156.134)
     """
     p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
     batch, G = p.shape[:-1], p.shape[-1]
-    if not isinstance(tol, numbers.Real) or not tol > 0:
-        raise ValueError(f"tol must be a positive float; got {tol!r}")
+    _check_proxy_kind(proxy)
+    cov = check_flag("covariance_term", covariance_term)
+    fb = check_flag("fallback", fallback)
+    tol_ = check_tol("tol", tol)
+    iters = check_max_iter("max_iter", max_iter)
     a = edge_proxy(p, kind=proxy, score_norm=score_norm, energy=energy)
-    b = shared_vertex_term(a) if covariance_term else np.zeros(p.shape)
+    b = shared_vertex_term(a) if cov else np.zeros(p.shape)
     warm = None
     if warm_start is not None:
         warm = check_probabilities("warm_start", warm_start)
         if warm.shape != p.shape:
             raise ValueError(f"warm_start must have the shape of p_hat {p.shape}; got "
                              f"{warm.shape}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive int; got max_iter={max_iter!r}")
-    if not (isinstance(tol, (int, float, np.floating)) and 0 < float(tol) < 1):
-        raise ValueError(f"tol must be a number in (0, 1) (a relative KKT residual); got {tol!r}")
-    sizes = resolve_sizes(size, c, bud, lo)
+    auto = isinstance(size, str) and size == "auto"
+    sizes = None if auto else resolve_sizes(size, c, bud, lo)
     m = int(np.prod(batch, dtype=np.int64))
-    out = _solve_flat(
-        p.reshape(m, G), c.reshape(m, G), bud.reshape(m), lo, a.reshape(m, G, G),
-        b.reshape(m, G), None if warm is None else warm.reshape(m, G),
-        None if sizes is None else sizes.reshape(m), fallback, float(tol), int(max_iter))
+    flat = (p.reshape(m, G), c.reshape(m, G), bud.reshape(m), lo, a.reshape(m, G, G),
+            b.reshape(m, G), None if warm is None else warm.reshape(m, G))
+    if auto:
+        out = _solve_auto(*flat, fb, tol_, iters)
+    else:
+        out = _solve_flat(*flat, None if sizes is None else sizes.reshape(m), fb, tol_, iters)
     return AllocationResult(**{k: (v.reshape(*batch, G) if k == "pi" else v.reshape(batch))
                                for k, v in out.items()})
+
+
+def auto_size(
+    p_hat: ArrayLike,
+    c_hat: ArrayLike,
+    budget: ArrayLike,
+    pi_min: float = 0.08,
+    **kwargs: Any,
+) -> np.ndarray:
+    r"""The fixed size ``size="auto"`` chooses: the best affordable ``n`` (see :func:`allocate`).
+
+    ``floor(s)`` or ``ceil(s)`` with ``s = sum pi*`` of the program without a size (the value
+    of the sized program is convex in ``n``), clipped to
+    ``[max(2, ceil(G pi_min)), largest affordable size]``, whichever has the smaller objective.
+    ``kwargs`` are passed to :func:`allocate` (proxy, covariance_term, ...). Shape ``(...)``.
+
+    Examples
+    --------
+    >>> int(auto_size([0.1, 0.5, 0.9, 0.5, 0.3, 0.7], [100.0] * 6, 300.0))
+    3
+    """
+    if "size" in kwargs:
+        raise TypeError("auto_size chooses the size: do not pass size")
+    return allocate(p_hat, c_hat, budget, pi_min, size="auto", **kwargs).size
+
+
+# ---------------------------------------------------------------------------------- solving
+def _solve_auto(
+    p: np.ndarray, c: np.ndarray, bud: np.ndarray, lo: float, a: np.ndarray, b: np.ndarray,
+    warm: np.ndarray | None, fallback: bool, tol: float, max_iter: int,
+) -> dict[str, np.ndarray]:
+    """``size="auto"``: solve without a size, then at ``floor``/``ceil`` of its ``sum pi``."""
+    G = c.shape[1]
+    lower = _lower_size(G, lo)
+    nmax = _largest_affordable(c, bud, lo)
+    short = nmax < lower
+    if short.any():
+        i = int(np.argmax(short))
+        cost = float(extreme_cost(c[i:i + 1], lo, np.array([float(lower)]))[0])
+        raise ValueError(
+            f"size='auto' cannot go below max(2, ceil(G * pi_min)) = {lower}, and that size is "
+            f"infeasible with this budget: the cheapest {lower} units (the rest at pi_min = "
+            f"{lo}) cost {cost!r} > budget = {float(bud[i])!r}; raise the budget or use "
+            f"size=None (Bernoulli design)")
+    free = _solve_flat(p, c, bud, lo, a, b, warm, None, False, tol, max_iter)
+    s = free["pi"].sum(axis=1)
+    s = np.where(np.isfinite(s), s, lower)
+    n_lo = np.clip(np.floor(s + 1e-9), lower, nmax).astype(np.int64)
+    n_hi = np.clip(np.ceil(s - 1e-9), lower, nmax).astype(np.int64)
+    out = _solve_flat(p, c, bud, lo, a, b, warm, n_lo, fallback, tol, max_iter)
+    two = np.flatnonzero(n_hi > n_lo)
+    if two.size:
+        hi = _solve_flat(p[two], c[two], bud[two], lo, a[two], b[two],
+                         None if warm is None else warm[two], n_hi[two], fallback, tol, max_iter)
+        ok_lo, ok_hi = out["converged"][two], hi["converged"]
+        better = hi["objective"] <= out["objective"][two] * (1 + 1e-12)
+        take = (ok_hi & (~ok_lo | better)) | (~ok_hi & ~ok_lo & (
+            hi["kkt_residual"] < out["kkt_residual"][two]))
+        rows = two[take]
+        for k, v in hi.items():
+            out[k][rows] = v[take]
+    return out
+
+
+def _face_multipliers(
+    g: np.ndarray, c: np.ndarray, t: np.ndarray, free: np.ndarray, nu: np.ndarray
+) -> np.ndarray:
+    """Smallest ``lambda >= 0`` making the fixed units of a least-cost face sign-correct.
+
+    With stationarity written ``w = g + lam (c - t) + nu`` (``nu`` the size multiplier on the
+    tied group), units cheaper than ``t`` sit at 1 and need ``w <= 0``, dearer ones sit at
+    ``pi_min`` and need ``w >= 0``; both hold for every ``lam`` above the returned value.
+    """
+    h = g + nu[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need_up = np.where(c < t[:, None], h / (t[:, None] - c), 0.0)
+        need_dn = np.where(c > t[:, None], -h / (c - t[:, None]), 0.0)
+    need = np.where(free, 0.0, np.maximum(need_up, need_dn))
+    return np.maximum(need.max(axis=1), 0.0)
 
 
 def _solve_flat(
@@ -554,18 +628,27 @@ def _solve_flat(
     floor = lo * full
     pi = np.full((m, G), np.nan)
     lam = np.zeros(m)
-    nu = np.full(m, np.nan) if n is None else np.zeros(m)
+    nu = np.zeros(m)  # size multiplier for the budget row written (c - shift)
+    shift = np.zeros(m)
     iters = np.zeros(m, dtype=np.int64)
     status = np.full(m, "optimal", dtype=object)
     todo = np.ones(m, dtype=bool)
     isolated = ~np.any(a > 0, axis=2)
     degenerate = isolated.all(axis=1)
+    # Interior-point set-up per problem: cost row (scaled budget 1; zero = budget dropped),
+    # the budget scale that row was divided by (0: dropped), fixed vertices and the start.
+    row = np.zeros((m, G))
+    scale = np.zeros(m)
+    fixed = np.zeros((m, G), dtype=bool)
+    y0 = np.full((m, G), np.nan)
+    nf = None if n is None else n.astype(np.float64)
+    face_t = face_free = face_pt = face_tied = None
     if n is None:
         at_full = (bud >= full) & todo
         pi[at_full] = 1.0
         status[at_full] = "full"
         todo &= ~at_full
-        at_floor = (bud <= floor * (1 + _EDGE_RTOL)) & todo
+        at_floor = (bud <= floor * (1 + EDGE_RTOL)) & todo
         pi[at_floor] = lo
         status[at_floor] = "floor"
         todo &= ~at_floor
@@ -573,34 +656,57 @@ def _solve_flat(
         pi[deg] = np.minimum(1.0, bud[deg] / full[deg])[:, None]
         status[deg] = "degenerate"
         todo &= ~deg
+        idx = np.flatnonzero(todo)
+        row[idx] = c[idx] / bud[idx, None]
+        scale[idx] = bud[idx]
+        fixed[idx] = isolated[idx]
+        if idx.size:
+            y0[idx] = _start_point(row[idx], lo, None, None,
+                                   None if warm is None else warm[idx])
+        y0[fixed] = lo
     else:
-        nf = n.astype(np.float64)
-        mincost_pt = _min_cost_point(c, lo, nf)
-        mincost = np.einsum("bi,bi->b", c, mincost_pt)
+        mc = min_cost_point(c, lo, nf)
+        mincost = np.einsum("bi,bi->b", c, mc)
+        maxcost = extreme_cost(c, lo, nf, largest=True)
         at_full = (n == G) & todo
         pi[at_full] = 1.0
         status[at_full] = "full"
         todo &= ~at_full
-        # n = G pi_min forces every unit to the floor.
-        at_floor = (nf <= G * lo * (1 + _EDGE_RTOL)) & todo
+        at_floor = (nf <= G * lo * (1 + EDGE_RTOL)) & todo
         pi[at_floor] = lo
         status[at_floor] = "floor"
         todo &= ~at_floor
-        tight = (mincost >= bud * (1 - _EDGE_RTOL)) & todo
-        pi[tight] = mincost_pt[tight]
-        status[tight] = np.where(np.abs(nf[tight] - G * lo) <= 1e-12, "floor", "min_cost")
-        todo &= ~tight
         deg = degenerate & todo
-        if deg.any():
-            pi[deg] = _uniform_with_size(nf[deg], full[deg], bud[deg], mincost[deg],
-                                         mincost_pt[deg])
-            status[deg] = "degenerate"
-            todo &= ~deg
+        pi[deg] = _uniform_with_size(nf[deg], full[deg], bud[deg], mincost[deg], mc[deg])
+        status[deg] = "degenerate"
+        todo &= ~deg
+        # The budget row is implied by the size row on the slice: drop it (row stays 0).
+        implied = todo & (bud >= maxcost * (1 - EDGE_RTOL))
+        # Only the least-cost face is feasible.
+        tight = todo & ~implied & (mincost >= bud * (1 - EDGE_RTOL))
+        inner = todo & ~implied & ~tight
+        face_pt, face_free, face_t, face_tied = least_cost_face(c, lo, nf)
+        face_free = face_free & tight[:, None]
+        status[tight] = "min_cost"
+        single = tight & ~face_free.any(axis=1)
+        pi[single] = face_pt[single]
+        todo &= ~single
+        shift[tight] = face_t[tight]
+        on_face = tight & ~single
+        fixed[on_face] = ~face_free[on_face]
+        y0[on_face] = face_pt[on_face]
+        kmin = c.min(axis=1)
+        shift[inner] = kmin[inner]
+        scale[inner] = bud[inner] - kmin[inner] * nf[inner]
+        row[inner] = (c[inner] - kmin[inner, None]) / scale[inner, None]
+        start = implied | inner
+        if start.any():
+            y0[start] = _start_point(row[start], lo, nf[start], mc[start],
+                                     None if warm is None else warm[start])
     idx = np.flatnonzero(todo)
     if idx.size:
         every = idx.size == m  # the common case: no fancy-index copies
         A_, B_ = (a, b) if every else (a[idx], b[idx])
-        C_ = c[idx] / bud[idx, None]
         # Normalise f(1) = 1, in two steps so subnormal proxies do not overflow 1/f(1).
         amax = A_.max(axis=(1, 2))
         A_ = A_ / amax[:, None, None]
@@ -608,76 +714,86 @@ def _solve_flat(
         s2 = 1.0 / (0.5 * A_.sum(axis=(1, 2)) + B_.sum(axis=1))
         A_ *= s2[:, None, None]
         B_ *= s2[:, None]
-        fixed = isolated[idx] if n is None else np.zeros((idx.size, G), dtype=bool)
-        y0 = _start_point(C_, lo, None if n is None else n[idx].astype(np.float64),
-                          None if n is None else mincost_pt[idx],
-                          None if warm is None else warm[idx])
-        mu_scale = 0.1
+        R_ = row[idx]
         y, zc, nu_s, it, _ = ipm_batch(
-            np.ascontiguousarray(A_), np.ascontiguousarray(B_), np.ascontiguousarray(C_),
-            lo, np.zeros(idx.size) if n is None else n[idx].astype(np.float64),
-            n is not None, np.ascontiguousarray(fixed), np.ascontiguousarray(y0),
-            mu_scale, 0.1 * tol, max_iter)
+            np.ascontiguousarray(A_), np.ascontiguousarray(B_), np.ascontiguousarray(R_),
+            lo, np.zeros(idx.size) if n is None else nf[idx], n is not None,
+            np.ascontiguousarray(fixed[idx]), np.ascontiguousarray(y0[idx]),
+            0.1, 0.1 * tol, max_iter)
         y = np.clip(y, lo, 1.0)
         if n is not None:
-            y = _restore_size(y, C_, lo, n[idx].astype(np.float64))
+            y = _restore_size(y, R_, lo, nf[idx])
         pi[idx] = y
-        lam[idx] = zc * amax / s2 / bud[idx]
+        kept = scale[idx] > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam[idx] = np.where(kept, zc * amax / s2 / np.where(kept, scale[idx], 1.0), 0.0)
         if n is not None:
             nu[idx] = nu_s * amax / s2
         iters[idx] = it
-    # Multipliers for the closed-form cases.
-    fl_mask = status == "floor"
-    if fl_mask.any() and n is None:
-        g = proxy_gradient(pi[fl_mask], a[fl_mask], b[fl_mask])
-        lam[fl_mask] = np.maximum(np.max(-g / c[fl_mask], axis=1), 0.0)
-    full_mask = status == "full"
-    if n is not None and full_mask.any():
-        nu[full_mask] = -np.max(proxy_gradient(pi[full_mask], a[full_mask], b[full_mask]),
-                                axis=1)
-    res = kkt_residual(pi, a, b, c, bud, lo, lam, nu if n is not None else None,
-                       None if n is None else n.astype(np.float64))
-    # Every feasible point is optimal when a = 0, and the tight size cases have a single
-    # feasible point: only feasibility is measurable there.
-    special = (status == "degenerate") | (status == "min_cost")
+    g = _gradient(pi, a, b)
+    # Multipliers of the closed forms (every bound sign-correct, complementarity exact).
+    if n is None:
+        fl = status == "floor"
+        lam[fl] = np.maximum(np.max(-g[fl] / c[fl], axis=1), 0.0)
+    else:
+        fu = status == "full"
+        nu[fu] = -np.max(g[fu], axis=1)
+        fl = status == "floor"
+        nu[fl] = np.max(-g[fl], axis=1)
+        tight = status == "min_cost"
+        if tight.any():
+            assert face_t is not None and face_tied is not None
+            tied = face_tied & tight[:, None]
+            cnt = tied.sum(axis=1)
+            single = tight & (iters == 0)
+            # a single tied unit strictly inside: its stationarity fixes nu
+            gsum = np.where(tied, g, 0.0).sum(axis=1)
+            nu[single] = np.where(cnt[single] > 0, -gsum[single] / np.maximum(cnt[single], 1),
+                                  0.0)
+            lam[tight] = _face_multipliers(g[tight], c[tight], face_t[tight], tied[tight],
+                                           nu[tight])
+    room = None
+    c_res = c
     if n is not None:
-        special |= status == "floor"
-    if special.any():
-        cost_rel = np.einsum("bi,bi->b", c, pi) / bud
-        feas = np.maximum(cost_rel - 1.0, 0.0)
-        if n is not None:
-            feas = np.maximum(feas, np.abs(pi.sum(axis=1) - n) / n)
-        res = np.where(special, feas, res)
-        lam[special] = np.nan
-        if n is not None:
-            nu[special] = np.nan
+        # On the slice the budget row is (c - shift) . pi <= budget - shift n; a budget that
+        # counts as the least cost (EDGE_RTOL) is measured as that cost, in the same form.
+        room = _room(bud, nf, shift)
+        tight = status == "min_cost"
+        if tight.any():
+            assert face_t is not None and face_pt is not None and face_tied is not None
+            # ... and costs that count as the marginal cost t are measured as t.
+            c_res = np.where(face_tied & tight[:, None], face_t[:, None], c)
+            room[tight] = np.einsum("bi,bi->b", c_res[tight] - face_t[tight, None],
+                                    face_pt[tight])
+    res = _residual(pi, a, b, c_res, bud, lo, lam,
+                    None if n is None else nu, nf, None if n is None else shift, room)
     converged = res <= tol
-    failed = ~converged & (status == "optimal")
+    failed = ~converged & (iters > 0)
     status[failed] = "max_iterations"
     fb = np.zeros(m, dtype=bool)
     if fallback and failed.any():
         fb = failed
         pi[fb] = uniform_fallback(c[fb], bud[fb], lo, None if n is None else n[fb])
         status[fb] = "fallback_uniform"
-        # The solver's multipliers and residual belong to the discarded iterate: report the
-        # fallback point's feasibility only (cost within budget, sum pi = n).
-        feas = np.maximum(np.einsum("bi,bi->b", c[fb], pi[fb]) / bud[fb] - 1.0, 0.0)
-        if n is not None:
-            feas = np.maximum(feas, np.abs(pi[fb].sum(axis=1) - n[fb]) / n[fb])
-            nu[fb] = np.nan
-        res = res.copy()
-        res[fb] = feas
-        lam[fb] = np.nan
+        for k in np.flatnonzero(fb):
+            lam[k], nu[k] = _lstsq_multipliers(pi[k], a[k], b[k], c[k], float(bud[k]), lo,
+                                               None if n is None else float(nf[k]))
+        shift[fb] = 0.0
+        res[fb] = _residual(pi[fb], a[fb], b[fb], c[fb], bud[fb], lo, lam[fb],
+                            None if n is None else nu[fb], None if n is None else nf[fb])
+        converged = res <= tol
+    cost = np.einsum("bi,bi->b", c, pi)
     return {
         "pi": pi,
-        "objective": proxy_value(pi, a, b),
+        "objective": _value(pi, a, b),
         "kkt_residual": res,
         "iterations": iters,
         "status": status.astype(str),
         "converged": converged,
         "fallback_used": fb,
-        "expected_cost": np.einsum("bi,bi->b", c, pi),
+        "expected_cost": cost,
+        "unspent_budget": bud - cost,
         "budget_multiplier": lam,
-        "size_multiplier": nu,
+        "size_multiplier": np.full(m, np.nan) if n is None else nu - lam * shift,
         "size": np.full(m, -1, dtype=np.int64) if n is None else n.astype(np.int64),
     }

@@ -1,0 +1,64 @@
+"""Scalar argument checks of the allocation API (arrays go through :mod:`pairht._validation`).
+
+Each check raises ``TypeError`` for a value of the wrong kind and ``ValueError`` for one out of
+range, naming the argument, the value and the rule, so that a misspelt setting never changes
+what is computed (``fallback="no"`` is truthy to Python but is refused here).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from pairht._validation import check_int
+
+
+def check_flag(name: str, value: object) -> bool:
+    """Return ``value`` as a ``bool``; anything but ``True``/``False`` raises ``TypeError``.
+
+    ``np.bool_`` is accepted. Strings, ints and ``None`` are refused: Python's truthiness
+    would read ``"no"`` and ``"False"`` as ``True``.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False; got {value!r} ({type(value).__name__})")
+
+
+def check_real(
+    name: str, value: object, *, low: float, high: float, low_open: bool = True,
+    high_open: bool = False, rule: str = "",
+) -> float:
+    """Return ``value`` as a float in the interval ``(low, high]`` (openness configurable).
+
+    Booleans and non-numbers raise ``TypeError``; NaN, infinities and values outside the
+    interval raise ``ValueError``.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number; got {value!r} ({type(value).__name__})")
+    v = float(value)
+    below = v <= low if low_open else v < low
+    above = v >= high if high_open else v > high
+    if not math.isfinite(v) or below or above:
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        extra = f" ({rule})" if rule else ""
+        raise ValueError(f"{name} must be a finite number in {interval}{extra}; got {value!r}")
+    return v
+
+
+def check_pi_min(pi_min: object) -> float:
+    """The probability floor: a real number in ``(0, 1]``."""
+    return check_real("pi_min", pi_min, low=0.0, high=1.0,
+                      rule="the positivity floor of every continuation probability")
+
+
+def check_tol(name: str, tol: object) -> float:
+    """A relative KKT tolerance in ``(0, 1)``."""
+    return check_real(name, tol, low=0.0, high=1.0, high_open=True,
+                      rule="a relative KKT residual")
+
+
+def check_max_iter(name: str, max_iter: object) -> int:
+    """An iteration cap: an int ``>= 1`` (bools and floats raise ``TypeError``)."""
+    return check_int(name, max_iter, low=1, rule="a positive iteration cap")
