@@ -123,7 +123,9 @@ def test_demo_prints_the_table(tmp_path):
     res = _run(["audit-demo", "--prompts", "2", "--group-size", "5", "--draws", "200",
                 "--out", str(tmp_path)])
     assert res.exit_code == 0, res.output
-    assert "Uniform vertex HT" in res.output and "PAIR" in res.output
+    from pairht.audit import ROWS
+
+    assert ROWS["uniform_ht"].label in res.output and "PAIR" in res.output
     assert (tmp_path / "audit.csv").is_file()
 
 
@@ -155,3 +157,49 @@ def test_list_rows_names_every_registered_row():
     assert res.exit_code == 0
     listed = [ln.split()[0] for ln in res.output.splitlines() if ln.strip()]
     assert listed == list(ROWS)
+
+
+# ---------------------------------------------------------------------- issue 11 regressions
+def test_a_negative_seed_is_a_one_line_error_naming_the_option(tmp_path):
+    # numpy's own message ("expected non-negative integer") named nothing
+    res = _run(["audit", *TINY, "--seed", "-5", "--out", str(tmp_path)])
+    _one_line_error(res, "--seed must be a non-negative integer", "got -5")
+    res = _run(["audit-demo", "--prompts", "2", "--group-size", "4", "--seed", "-1"])
+    _one_line_error(res, "--seed must be a non-negative integer")
+
+
+@pytest.mark.parametrize("rows", ["", " , ,"])
+def test_empty_rows_is_a_one_line_error_not_an_empty_audit(tmp_path, rows):
+    # used to exit 0 having audited nothing
+    res = _run(["audit", *TINY, "--rows", rows, "--out", str(tmp_path)])
+    _one_line_error(res, "--rows must name at least one row")
+
+
+def test_an_object_array_population_is_a_one_line_error_naming_the_key(tmp_path):
+    pop = synthetic_population(2, 4, rng=0)
+    arrays = {k: getattr(pop, k) for k in ("p_hat", "c_hat", "rewards", "costs", "prefix_len",
+                                           "scores")}
+    arrays["format_version"] = np.array(1)
+    arrays["costs"] = arrays["costs"].astype(object)
+    path = tmp_path / "pickled.npz"
+    np.savez(path, **arrays)  # object arrays are pickled; loading them needs allow_pickle
+    res = _run(["audit", "--population", str(path), "--out", str(tmp_path / "o")])
+    _one_line_error(res, "costs is an object array", "pickled.npz")
+
+
+def test_pi_min_above_the_budget_is_refused_up_front_naming_both_options(tmp_path):
+    # used to exit 0 with every adaptive row "failed"
+    res = _run(["audit", *TINY, "--pi-min", "0.9", "--budget", "0.5", "--out", str(tmp_path)])
+    _one_line_error(res, "--pi-min 0.9 exceeds --budget 0.5")
+    assert not (tmp_path / "audit.csv").exists()
+    res = _run(["audit", "sweep", "--axis", "budget", "--values", "0.3,0.05", "--prompts", "2",
+                "--group-size", "5", "--draws", "0", "--rows", "pair", "--quiet",
+                "--out", str(tmp_path)])
+    _one_line_error(res, "--pi-min 0.08 exceeds --budget 0.05")
+
+
+def test_a_group_too_large_for_the_exact_covariance_is_a_one_line_error(tmp_path):
+    # G = 513 died with a 75-line MemoryError traceback (C(513, 4) index rows, ~90 GiB)
+    res = _run(["audit", "--prompts", "1", "--group-size", "513", "--draws", "0", "--quiet",
+                "--no-figures", "--out", str(tmp_path)])
+    _one_line_error(res, "--group-size G = 513", "MAX_INCLUSION_TABLE")

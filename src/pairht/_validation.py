@@ -21,6 +21,12 @@ def as_generator(rng: RNGLike) -> np.random.Generator:
     """
     if isinstance(rng, np.random.Generator):
         return rng
+    if isinstance(rng, (bool, np.bool_)):
+        raise ValueError(f"rng must be an int seed, a Generator, a SeedSequence or None; "
+                         f"got the bool {rng!r}")
+    if isinstance(rng, numbers.Integral) and rng < 0:
+        raise ValueError(f"rng must be a non-negative int seed (numpy's default_rng takes no "
+                         f"negative seeds); got {rng}")
     if rng is None or isinstance(rng, (numbers.Integral, np.random.SeedSequence)):
         return np.random.default_rng(rng)
     raise ValueError(
@@ -41,9 +47,44 @@ def name_index(where: object) -> str:
     return f"[{where}]" if not isinstance(where, tuple) else "[" + ", ".join(map(str, where)) + "]"
 
 
+def as_real_array(name: str, x: object) -> np.ndarray:
+    """Return ``x`` as a float64 array, accepting only real numbers (int or float dtypes).
+
+    ``np.asarray(x, dtype=float)`` silently drops imaginary parts, parses numeric strings
+    (``"0.5"``), unpacks object arrays and reads ``True`` as 1.0; each of these hides a
+    caller's mistake, so each raises ``TypeError`` naming ``name`` and the dtype instead.
+    Ragged nested lists raise ``ValueError``.
+    """
+    if x is None:
+        raise TypeError(f"{name} must be an array of real numbers; got None")
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as exc:  # ragged nested sequences
+        raise ValueError(
+            f"{name} must be a rectangular array of real numbers; could not convert it ({exc})"
+        ) from None
+    kind = arr.dtype.kind
+    if kind in "iuf":
+        return arr.astype(np.float64, copy=False)
+    if kind == "c":
+        rule = "real (a complex dtype would silently drop the imaginary part)"
+    elif kind == "b":
+        rule = "numeric, not boolean (cast with .astype(float) if 0/1 values are meant)"
+    elif kind in "US":
+        rule = "numeric, not strings (parse them first)"
+    elif kind == "O":
+        rule = "numeric; an object array holds None, mixed types or ragged rows"
+    else:
+        rule = "numeric (int or float)"
+    raise TypeError(f"{name} must be {rule}; got dtype {arr.dtype}")
+
+
 def check_finite(name: str, x: ArrayLike) -> np.ndarray:
-    """Return ``x`` as a float64 array, or raise ``ValueError`` naming the first NaN/inf entry."""
-    arr = np.asarray(x, dtype=np.float64)
+    """Return ``x`` as a float64 array, or raise ``ValueError`` naming the first NaN/inf entry.
+
+    Non-real input (complex, strings, objects, bools) raises ``TypeError`` (:func:`as_real_array`).
+    """
+    arr = as_real_array(name, x)
     bad = ~np.isfinite(arr)
     if bad.any():
         raise ValueError(f"{name} must be finite (no NaN or inf); {name}{_first_bad(arr, bad)}")
@@ -83,3 +124,22 @@ def check_shape(name: str, x: np.ndarray, shape: tuple[int, ...], *, what: str =
     if x.shape != shape:
         extra = f" ({what})" if what else ""
         raise ValueError(f"{name} must have shape {shape}{extra}; got {x.shape}")
+
+
+def check_int(
+    name: str, value: object, *, low: int | None = None, high: int | None = None, rule: str = ""
+) -> int:
+    """Return ``value`` as an ``int`` in ``[low, high]``; ``TypeError`` for non-integers.
+
+    Booleans are refused (``True`` is an ``int`` to Python but never a meant count), and so are
+    integral floats such as ``3.0`` (a float here is usually a computed value gone wrong).
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int; got {value!r} ({type(value).__name__})")
+    out = int(value)
+    if (low is not None and out < low) or (high is not None and out > high):
+        lo = "-inf" if low is None else str(low)
+        hi = "inf" if high is None else str(high)
+        extra = f" ({rule})" if rule else ""
+        raise ValueError(f"{name} must lie in [{lo}, {hi}]{extra}; got {out}")
+    return out

@@ -17,7 +17,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize_scalar
 
-from pairht._validation import check_finite, check_probabilities, check_shape, name_index
+from pairht._validation import (
+    as_real_array,
+    check_finite,
+    check_probabilities,
+    check_shape,
+    name_index,
+)
 
 __all__ = [
     "brier",
@@ -133,7 +139,8 @@ def ece(p: ArrayLike, y: ArrayLike, n_bins: int = 15, weights: ArrayLike | None 
     pa, ya = _pair("p", p, y)
     if pa.ndim != 1:
         raise ValueError(f"p must be a 1-d array; got shape {pa.shape}")
-    if int(n_bins) != n_bins or n_bins < 1:
+    if isinstance(n_bins, (bool, np.bool_)) or not isinstance(n_bins, (int, np.integer)) \
+            or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer; got n_bins = {n_bins!r}")
     w = _weights(weights, pa.shape)
     order = np.argsort(pa, kind="stable")
@@ -231,7 +238,7 @@ def _reduce(terms: np.ndarray, reduction: str) -> float:
 
 
 def _labels_where(name: str, x: ArrayLike, m: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    arr = np.asarray(x, dtype=np.float64)
+    arr = as_real_array(name, x)
     check_shape(name, arr, shape, what="one entry per candidate")
     # Unobserved labels (mask False) may be anything, NaN included; only observed ones are used.
     return check_finite(name, np.where(m, arr, 0.0))

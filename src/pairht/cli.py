@@ -5,6 +5,7 @@
 ``pairht audit sweep``     the audit across budget, pi_min, G or calibration
 ``pairht demo``            the main demo: PAIR vs GRPO training on a tiny task, on CPU
                            (minutes), delegated to ``pairht_demo.demo.main``
+``pairht experiment``      the compute-matched comparison over seeds (``pairht_demo.experiment``)
 ``pairht audit-demo``      a short audit of a synthetic population (under a minute)
 
 Heavy imports (numpy, the audit, matplotlib) happen inside the commands, so ``--help`` is
@@ -80,8 +81,10 @@ CALIB = typer.Option(Calibration.oracle, "--calibration",
 NOISE = typer.Option(0.5, "--noise", min=0.0,
                      help="Synthetic population: prediction noise of noisy/miscalibrated.")
 BUDGET = typer.Option(0.5, "--budget", min=0.0, max=1.0,
-                      help="Expected suffix budget as a fraction of the full group's predicted "
-                           "suffix tokens; every design spends it in expectation.")
+                      help="Target expected REALISED suffix tokens as a fraction of the full "
+                           "cost (realised suffix tokens of every unfinished candidate; "
+                           "finished ones are kept for free). Each row's budget is solved by "
+                           "bisection so that it spends exactly this.")
 PI_MIN = typer.Option(0.08, "--pi-min", min=0.0, max=1.0,
                       help="Probability floor of the adaptive allocations (positivity).")
 SEED = typer.Option(0, "--seed", help="Seed of the synthetic population and of every draw.")
@@ -97,13 +100,48 @@ ALPHA = typer.Option(1e-4, "--alpha", min=0.0, max=1.0,
 
 
 def _population(population: str | None, prompts: int, group_size: int, reward: Reward,
-                calibration: Calibration, noise: float, seed: int) -> Any:
-    from pairht.audit import load_population, synthetic_population
+                calibration: Calibration, noise: float, seed: int, prefix_tokens: int = 256,
+                predictions: str = "stored") -> Any:
+    from pairht.audit import load_population, synthetic_population, with_predictions
 
     if population is not None:
-        return load_population(population)
-    return synthetic_population(prompts, group_size, reward=reward.value,
-                                calibration=calibration.value, noise=noise, rng=seed)
+        return with_predictions(load_population(population), predictions)
+    pop = synthetic_population(prompts, group_size, reward=reward.value,
+                               calibration=calibration.value, noise=noise,
+                               prefix_tokens=prefix_tokens, rng=seed)
+    return with_predictions(pop, predictions)
+
+
+class Predictions(str, enum.Enum):
+    stored = "stored"
+    prompt_mean = "prompt_mean"
+    hindsight = "hindsight"
+
+
+PREDICTIONS_OPT = typer.Option(
+    Predictions.stored, "--predictions",
+    help="Prefix predictions the allocations see: the population's own (stored; the "
+         "synthetic --calibration oracle stores the true conditional values), uninformative "
+         "(prompt_mean: every candidate gets its prompt's mean p_hat and c_hat), or "
+         "hindsight-perfect (hindsight: p_hat = reward, c_hat = realised suffix tokens).")
+PREFIX_TOKENS = typer.Option(256, "--prefix-tokens", min=0,
+                             help="Synthetic population: prefix checkpoint tau (tokens every "
+                                  "candidate generates before the allocation).")
+
+
+def _summary(result: Any, seed: int, row: str = "pair") -> str | None:
+    """The line naming the best baseline and PAIR's exact MSE ratio to it (bootstrap interval
+    over prompts); also stores every row's ratio to that baseline as ``ratio_to_best``."""
+    from pairht.audit import compare_to_baselines
+
+    try:
+        comp = compare_to_baselines(result, row, seed=seed)
+    except ValueError:
+        return None  # no exact MSE for pair or for any baseline (rows or --draws chosen so)
+    for r in result.rows:
+        if r.key in comp.ratios:
+            r.metrics["ratio_to_best"] = comp.ratios[r.key]
+    return comp.line()
 
 
 def _row_keys(rows: str | None) -> list[str] | None:
@@ -112,8 +150,57 @@ def _row_keys(rows: str | None) -> list[str] | None:
     from pairht.audit.rows import select_rows
 
     keys = [k.strip() for k in rows.split(",") if k.strip()]
+    if not keys:
+        raise ValueError(
+            f"--rows must name at least one row (comma-separated keys, see --list-rows); "
+            f"got {rows!r}. Leave --rows out to audit every row."
+        )
     select_rows(keys)  # validates
     return keys
+
+
+def _check_seed(seed: int) -> None:
+    """``--seed`` seeds ``numpy.random.default_rng``, which takes non-negative integers only."""
+    if seed < 0:
+        raise ValueError(f"--seed must be a non-negative integer (it seeds numpy's "
+                         f"default_rng); got {seed}")
+
+
+def _check_settings(keys: list[str] | None, budget: float, pi_min: float, *,
+                    pop: Any = None, group_sizes: tuple[int, ...] = ()) -> None:
+    """Refuse up front what would make rows fail later, naming the options.
+
+    * ``--pi-min`` above ``--budget``: every adaptive allocation puts ``pi_i >= pi_min`` on
+      every candidate, so its expected cost is at least ``pi_min`` times the full group's,
+      more than the budget ``budget`` times it: infeasible on every prompt.
+    * the exact covariance of fixed-size designs needs ``C(G,3) + C(G,4)`` inclusion
+      probabilities, refused above ``MAX_INCLUSION_TABLE`` (``G <= 168``).
+    """
+    import math
+
+    from pairht.audit.rows import select_rows
+    from pairht.estimators.covariance import MAX_INCLUSION_TABLE
+
+    rows = select_rows(keys)
+    floored = [r.key for r in rows if getattr(r, "allocation", "full") != "full"]
+    if floored and pi_min > budget:
+        raise ValueError(
+            f"--pi-min {pi_min} exceeds --budget {budget}: the adaptive rows "
+            f"({', '.join(floored)}) give every candidate pi >= pi_min, so their expected "
+            f"suffix cost is at least {pi_min} of the full group's, more than the budget "
+            f"{budget} of it; lower --pi-min or raise --budget"
+        )
+    exact = [r.key for r in rows if getattr(r, "design", "bernoulli") != "bernoulli"]
+    sizes = group_sizes + ((pop.group_size,) if pop is not None else ())
+    for g in sizes:
+        if exact and math.comb(g, 3) + math.comb(g, 4) > MAX_INCLUSION_TABLE:
+            raise ValueError(
+                f"--group-size G = {g} is too large for the exact covariance of the fixed-size "
+                f"rows ({', '.join(exact)}): it needs C(G,3) + C(G,4) = "
+                f"{math.comb(g, 3) + math.comb(g, 4)} inclusion probabilities, more than "
+                f"MAX_INCLUSION_TABLE = {MAX_INCLUSION_TABLE} (G <= 168); use a smaller G or "
+                f"leave those rows out of --rows"
+            )
 
 
 def _print_table(result: Any, title: str) -> None:
@@ -169,6 +256,11 @@ def audit(
     reward: Reward = REWARD,
     calibration: Calibration = CALIB,
     noise: float = NOISE,
+    prefix_tokens: int = PREFIX_TOKENS,
+    predictions: Predictions = PREDICTIONS_OPT,
+    compare: str = typer.Option("pair", "--compare",
+                                help="Row the summary line compares with the best baseline "
+                                     "(exact MSE ratio, bootstrap interval over prompts)."),
     budget: float = BUDGET,
     pi_min: float = PI_MIN,
     draws: int = typer.Option(50_000, "--draws", min=0,
@@ -205,19 +297,26 @@ def audit(
             for key, row in REGISTRY.items():
                 typer.echo(f"{key:24s} {row.group:11s} {row.label}")
             return
+        _check_seed(seed)
         keys = _row_keys(rows)
         budgets = _floats("cost-budgets", cost_budgets)
-        pop = _population(population, prompts, group_size, reward, calibration, noise, seed)
+        pop = _population(population, prompts, group_size, reward, calibration, noise, seed,
+                          prefix_tokens, predictions.value)
+        _check_settings(keys, budget, pi_min, pop=pop)
         cfg = AuditConfig(budget_ratio=budget, pi_min=pi_min, seed=seed, enum_limit=enum_limit,
                           alpha=alpha)
         _writable(out)
         result = _run_with_progress(pop, keys, cfg, draws, quiet)
-        _print_table(result, f"PAIR audit: P={pop.n_prompts}, G={pop.group_size}, "
-                             f"budget={budget}, {draws} draws")
+        summary = _summary(result, seed, compare)
+        _print_table(result, f"PAIR audit: P={pop.n_prompts}, G={pop.group_size}, realised "
+                             f"suffix tokens {budget} of the full cost, predictions "
+                             f"{predictions.value}, {draws} draws")
+        if summary is not None:
+            typer.echo(f"Summary: {summary}")
         to_csv(result, os.path.join(out, "audit.csv"))
         to_json(result, os.path.join(out, "audit.json"))
         with open(os.path.join(out, "audit.md"), "w") as fh:
-            fh.write(to_markdown(result) + "\n")
+            fh.write(to_markdown(result) + "\n" + (f"\nSummary: {summary}\n" if summary else ""))
         written = ["audit.csv", "audit.json", "audit.md"]
         if figures:
             from pairht.audit import plots
@@ -231,8 +330,26 @@ def audit(
                 plots.mechanism(pop, cfg, os.path.join(out, "mechanism.png")),
             )]
         typer.echo(f"wrote {', '.join(written)} to {out}")
-    except (ValueError, OSError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         raise _fail(exc) from None
+
+
+def _check_sweep(axis: Axis, vals: list[Any] | None, keys: list[str] | None, budget: float,
+                 pi_min: float, base: Any) -> None:
+    """:func:`_check_settings` at every point of the sweep (defaults of run_sweep included)."""
+    from pairht.audit.sweep import AXES
+
+    points = vals if vals is not None else list(AXES[axis.value])
+    if axis == Axis.budget:
+        for b in points:
+            _check_settings(keys, float(b), pi_min, pop=base)
+    elif axis == Axis.pi_min:
+        for p in points:
+            _check_settings(keys, budget, float(p), pop=base)
+    elif axis == Axis.G:
+        _check_settings(keys, budget, pi_min, group_sizes=tuple(int(g) for g in points))
+    else:
+        _check_settings(keys, budget, pi_min, pop=base)
 
 
 def _floats(name: str, text: str) -> list[float]:
@@ -287,6 +404,7 @@ def sweep(
         from pairht.audit import AuditConfig, plots
         from pairht.audit.sweep import run_sweep, sweep_to_csv
 
+        _check_seed(seed)
         keys = _row_keys(rows)
         if population is not None and axis in (Axis.G, Axis.calibration):
             raise ValueError(f"--axis {axis.value} regenerates the synthetic population; it "
@@ -296,6 +414,7 @@ def sweep(
             vals = ([v.strip() for v in values.split(",") if v.strip()]
                     if axis == Axis.calibration else _floats("values", values))
         base = _population(population, prompts, group_size, reward, calibration, noise, seed)
+        _check_sweep(axis, vals, keys, budget, pi_min, base)
         cfg = AuditConfig(budget_ratio=budget, pi_min=pi_min, seed=seed, enum_limit=enum_limit)
         _writable(out)
 
@@ -313,7 +432,7 @@ def sweep(
         sweep_to_csv(table, csv_path)
         png = plots.sweep_figure(table, axis.value, os.path.join(out, f"sweep_{axis.value}.png"))
         typer.echo(f"wrote {os.path.basename(csv_path)}, {os.path.basename(png)} to {out}")
-    except (ValueError, OSError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         raise _fail(exc) from None
 
 
@@ -331,6 +450,7 @@ def audit_demo(
     try:
         from pairht.audit import AuditConfig, synthetic_population, to_csv, to_json, to_markdown
 
+        _check_seed(seed)
         pop = synthetic_population(prompts, group_size, rng=seed)
         keys = ["full", "uniform_ht", "pointwise_ht", "direct_edge_ht", "adaptive_unweighted",
                 "marginal_only", "pair", "pair_score_norm", "pair_cps", "pair_drr", "pair_clip20",
@@ -345,7 +465,7 @@ def audit_demo(
             with open(os.path.join(out, "audit.md"), "w") as fh:
                 fh.write(to_markdown(result) + "\n")
             typer.echo(f"wrote audit.csv, audit.json, audit.md to {out}")
-    except (ValueError, OSError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         raise _fail(exc) from None
 
 
@@ -365,12 +485,34 @@ def demo(ctx: typer.Context) -> None:
     Implemented by the TRL adapter as ``pairht_demo.demo.main(argv: list[str])``; imported
     only when this command runs, so no other command ever imports torch.
     """
+    _delegate("demo", "pairht_demo.demo", ctx)
+
+
+# ---------------------------------------------------------------------- pairht experiment
+@app.command(
+    "experiment",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
+                      "help_option_names": []},
+    add_help_option=False,
+)
+def experiment(ctx: typer.Context) -> None:
+    """The compute-matched comparison: PAIR vs GRPO and small-group GRPO at equal tokens.
+
+    Trains every arm over several seeds and writes a markdown report with figures (see
+    docs/experiment.md); `pairht experiment --help` lists the options, which pass through to
+    ``pairht_demo.experiment.main``.
+    """
+    _delegate("experiment", "pairht_demo.experiment", ctx)
+
+
+def _delegate(command: str, module: str, ctx: typer.Context) -> None:
+    """Run ``module.main(args)`` of the TRL-side demo package (imports torch only here)."""
     import importlib
 
     try:
-        mod = importlib.import_module("pairht_demo.demo")
+        mod = importlib.import_module(module)
     except ImportError as exc:
-        raise _fail(ValueError(f"demo needs the TRL adapter (pip install "
+        raise _fail(ValueError(f"{command} needs the TRL adapter (pip install "
                                f"'pairht[trl]'); {exc}")) from None
     code = mod.main(list(ctx.args))
     if code:

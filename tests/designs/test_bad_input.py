@@ -7,6 +7,7 @@ import pytest
 
 from pairht.designs import (
     DESIGNS,
+    Bernoulli,
     ConditionalPoisson,
     DependentRounding,
     RandomizedDependentRounding,
@@ -102,10 +103,32 @@ def test_bad_order(order, match):
         DependentRounding(GOOD, order=order)
 
 
-@pytest.mark.parametrize("n_orders", [0, -2, 1.5, True, "4"])
-def test_bad_n_orders(n_orders):
-    with pytest.raises(ValueError, match="n_orders must be a positive int"):
+@pytest.mark.parametrize(
+    ("n_orders", "error", "match"),
+    [
+        (0, ValueError, r"n_orders must lie in \[1, 4096\].*got 0"),
+        (-2, ValueError, r"n_orders must lie in \[1, 4096\].*got -2"),
+        (1.5, TypeError, r"n_orders must be an int; got 1.5"),
+        (True, TypeError, r"n_orders must be an int; got True"),
+        ("4", TypeError, r"n_orders must be an int; got '4'"),
+    ],
+)
+def test_bad_n_orders(n_orders, error, match):
+    with pytest.raises(error, match=match):
         RandomizedDependentRounding(GOOD, n_orders=n_orders)
+
+
+def test_n_orders_beyond_max_orders_is_refused_before_any_work():
+    # issue 11: n_orders=10**12 ran unbounded (a permutation drawn per order)
+    from pairht.designs.dependent_rounding import MAX_ORDERS
+
+    with pytest.raises(ValueError, match=r"n_orders must lie in \[1, 4096\].*MAX_ORDERS.*got "
+                                         r"1000000000000"):
+        RandomizedDependentRounding(GOOD, n_orders=10**12)
+    with pytest.raises(ValueError, match=r"orders must have shape \(K, 4\) with 1 <= K <= "
+                                         r"MAX_ORDERS = 4096"):
+        RandomizedDependentRounding(GOOD, orders=np.tile(np.arange(4), (MAX_ORDERS + 1, 1)))
+    assert RandomizedDependentRounding(GOOD, n_orders=MAX_ORDERS, rng=0).n_orders == MAX_ORDERS
 
 
 def test_bad_orders_matrix():
@@ -125,3 +148,45 @@ def test_unknown_kind_lists_valid_kinds():
         make_design("poisson", GOOD)
     with pytest.raises(ValueError, match="kind must be one of"):
         make_design(None, GOOD)
+
+
+# ------------------------------------------------------------------ issue 11 regressions
+@pytest.mark.parametrize(
+    ("pi", "match"),
+    [
+        (np.array([0.25, 0.75]) + 0.5j, r"pi must be real \(a complex dtype would silently"),
+        (np.array([0.25, 0.75]) + 0j, r"pi must be real"),
+        (["0.25", "0.75"], r"pi must be numeric, not strings"),
+        (np.array([0.25, 0.75], dtype=object), r"pi must be numeric; an object array"),
+        ([0.25, None], r"pi must be numeric; an object array"),
+        ([True, False], r"pi must be numeric, not boolean"),
+        (None, r"pi must be an array of real numbers; got None"),
+        ([[0.5, 0.5], [0.5]], r"pi must be a rectangular array"),
+    ],
+    ids=["complex", "complex-zero-imag", "strings", "object", "with-None", "bool", "None",
+         "ragged"],
+)
+@pytest.mark.parametrize("kind", ["bernoulli", "conditional_poisson", "dependent_rounding"])
+def test_non_real_pi_is_refused_not_converted(kind, pi, match):
+    # the old coercion np.asarray(pi, float) dropped imaginary parts and parsed strings
+    with pytest.raises((TypeError, ValueError), match=match):
+        make_design(kind, pi)
+
+
+@pytest.mark.parametrize(
+    ("rng", "match"),
+    [(-5, r"rng must be a non-negative int seed.*got -5"), (True, r"rng must be .*bool True")],
+)
+def test_negative_and_boolean_seeds_are_refused_by_name(rng, match):
+    with pytest.raises(ValueError, match=match):
+        Bernoulli(GOOD).sample(rng=rng)
+
+
+def test_support_limit_and_ragged_index_sets_are_refused_by_name():
+    d = Bernoulli(GOOD)
+    with pytest.raises(TypeError, match=r"max_units must be an int; got '8'"):
+        d.support(max_units="8")
+    with pytest.raises(ValueError, match=r"max_units must lie in \[1, inf\]; got 0"):
+        d.support(max_units=0)
+    with pytest.raises(ValueError, match=r"idx must be a \(k,\) or \(m, k\) array.*ragged"):
+        d.inclusion([[0, 1], [2]])

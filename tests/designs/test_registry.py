@@ -9,6 +9,7 @@ from pairht.designs import (
     Bernoulli,
     ConditionalPoisson,
     DependentRounding,
+    MixedSize,
     RandomizedDependentRounding,
     make_design,
 )
@@ -20,6 +21,7 @@ def test_every_kind_is_registered_under_its_name():
         "conditional_poisson": ConditionalPoisson,
         "dependent_rounding": DependentRounding,
         "randomized_dependent_rounding": RandomizedDependentRounding,
+        "mixed_size": MixedSize,
     }
     for name, cls in DESIGNS.items():
         assert cls.name == name

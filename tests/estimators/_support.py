@@ -176,3 +176,13 @@ def general_covariance_terms(r, s, design):
     bound = (both + np.outer(rho, rho)) / np.outer(rho, rho)
     scale = np.sum(bound * np.outer(norms, norms)) / len(e_list) ** 2
     return cov, scale
+
+
+def independent_joint(pi: np.ndarray) -> np.ndarray:
+    """Joint inclusion matrix of independent units, ``(..., G, G)``: ``pi_i pi_j`` off the
+    diagonal and ``pi_i`` on it (``rho_ii = P(J_i = 1)``, as ``Design.joint()`` returns)."""
+    pi = np.asarray(pi, dtype=np.float64)
+    out = pi[..., :, None] * pi[..., None, :]
+    idx = np.arange(pi.shape[-1])
+    out[..., idx, idx] = pi
+    return out

@@ -93,7 +93,12 @@ def test_marginal_only_is_unbiased_under_bernoulli(case):
 def test_estimated_propensity_bias_matches_appendix_formula(kind, data, noise):
     design, r, s = data.draw(designs_and_population(kind))
     rho = design.joint()
-    rho_hat = np.clip(rho * noise, 1e-12, 1.0)
+    # a wrong but admissible estimate: scaled, then held inside the Frechet bounds (which the
+    # estimators enforce), with pi on the diagonal
+    pi = design.pi
+    lower = np.maximum(pi[:, None] + pi[None, :] - 1.0, 1e-12)
+    rho_hat = np.clip(rho * noise, lower, np.minimum(pi[:, None], pi[None, :]))
+    np.fill_diagonal(rho_hat, pi)
     expected = formula(r, s, rho / rho_hat - 1.0)
     np.testing.assert_allclose(enumerated_bias(r, s, design, "exact", joint=rho_hat),
                                expected, rtol=0, atol=1e-10)

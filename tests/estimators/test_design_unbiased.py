@@ -23,7 +23,13 @@ from pairht.estimators import (
 )
 from pairht.testing import assert_design_unbiased, exact_expectation
 
-from ._support import DESIGN_KINDS, designs_and_population, ht_by_edges, ht_term_scale
+from ._support import (
+    DESIGN_KINDS,
+    designs_and_population,
+    ht_by_edges,
+    ht_term_scale,
+    independent_joint,
+)
 
 KINDS = sorted(DESIGN_KINDS)
 
@@ -72,7 +78,7 @@ def test_advantages_reproduce_edge_sum_of_ht_estimate(case, data):
 def test_advantages_match_paper_example_by_hand():
     # pi = (1/2, 1/2, 1): rho_02 = 1/2, M = 3, A_0 = (1/6) * (1 - 0) / (1/2) = 1/3
     pi = np.array([0.5, 0.5, 1.0])
-    adv = pair_advantages([1.0, 0.0, 0.0], [True, False, True], np.outer(pi, pi))
+    adv = pair_advantages([1.0, 0.0, 0.0], [True, False, True], independent_joint(pi))
     np.testing.assert_allclose(adv, [1 / 3, 0.0, -1 / 3], rtol=1e-15)
 
 
@@ -98,7 +104,7 @@ def test_batched_masks_and_groups_equal_rowwise_estimates():
     rng = np.random.default_rng(4)
     r, s = rng.random((3, 5)), rng.normal(size=(3, 5, 2))
     pis = rng.uniform(0.2, 1.0, (3, 5))
-    joint = pis[:, :, None] * pis[:, None, :]
+    joint = independent_joint(pis)
     masks = rng.random((3, 5)) < 0.7
     batched = pair_ht_gradient(r, s, masks, joint)
     for b in range(3):
@@ -108,7 +114,7 @@ def test_batched_masks_and_groups_equal_rowwise_estimates():
 
 def test_unselected_entries_are_never_read():
     pi = np.array([0.5, 0.4, 0.9, 0.7])
-    joint = np.outer(pi, pi)
+    joint = independent_joint(pi)
     mask = np.array([True, False, True, True])
     r = np.array([1.0, np.nan, 0.0, 1.0])
     s = np.array([[1.0, 2.0], [np.nan, np.inf], [0.5, 0.0], [-1.0, 3.0]])

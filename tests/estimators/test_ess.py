@@ -7,10 +7,12 @@ import pytest
 
 from pairht.estimators import edge_weights, ess
 
+from ._support import independent_joint
+
 
 def test_equal_weights_give_the_number_of_observed_edges():
     pi = np.full(5, 0.5)
-    w = edge_weights([True, True, True, False, True], np.outer(pi, pi))
+    w = edge_weights([True, True, True, False, True], independent_joint(pi))
     assert ess(w) == pytest.approx(6.0, rel=1e-15)  # C(4, 2) observed edges
 
 
@@ -24,7 +26,7 @@ def test_ess_is_scale_free_and_batched():
     rng = np.random.default_rng(0)
     pi = rng.uniform(0.2, 1, (4, 6))
     masks = rng.random((4, 6)) < 0.8
-    joint = pi[:, :, None] * pi[:, None, :]
+    joint = independent_joint(pi)
     w = edge_weights(masks, joint)
     out = ess(w)
     assert out.shape == (4,)

@@ -17,7 +17,7 @@ from pairht.estimators import (
 )
 from pairht.testing.strategies import inclusion_probabilities
 
-from ._support import dense_kernel, rewards_for, scores_for
+from ._support import dense_kernel, independent_joint, rewards_for, scores_for
 
 PARAMS = {"clipped": {"w_max": 5.0}}
 
@@ -41,7 +41,7 @@ def reference_weights(name, mask, pi, w_max=5.0):
     """W from each variant's definition, edge by edge."""
     g = mask.shape[0]
     m = g * (g - 1) // 2
-    rho = np.outer(pi, pi)
+    rho = independent_joint(pi)
     obs = [(i, j) for i in range(g) for j in range(i + 1, g) if mask[i] and mask[j]]
     w = np.zeros((g, g))
     for i, j in obs:
@@ -61,7 +61,7 @@ def reference_weights(name, mask, pi, w_max=5.0):
 @given(case=observed_groups())
 def test_edge_weights_follow_variant_definition(name, case):
     pi, mask, _, _ = case
-    w = edge_weights(mask, np.outer(pi, pi), weighting=name, **_kwargs(name, pi))
+    w = edge_weights(mask, independent_joint(pi), weighting=name, **_kwargs(name, pi))
     ref = reference_weights(name, mask, pi)
     np.testing.assert_allclose(w, ref, rtol=1e-13, atol=0)
     np.testing.assert_array_equal(w, w.T)
@@ -73,7 +73,7 @@ def test_edge_weights_follow_variant_definition(name, case):
 @given(case=observed_groups())
 def test_variant_gradient_is_weighted_edge_sum_and_advantages_reproduce_it(name, case):
     pi, mask, r, s = case
-    joint = np.outer(pi, pi)
+    joint = independent_joint(pi)
     kw = _kwargs(name, pi)
     w = edge_weights(mask, joint, weighting=name, **kw)
     h = dense_kernel(r, s)
@@ -103,15 +103,15 @@ def test_ht_gradient_is_the_exact_variant():
     pi = rng.uniform(0.2, 1, 6)
     r, s, mask = rng.random(6), rng.normal(size=(6, 3)), rng.random(6) < 0.6
     np.testing.assert_array_equal(
-        pair_ht_gradient(r, s, mask, np.outer(pi, pi)),
-        pair_estimate(r, s, mask, np.outer(pi, pi), weighting="exact"),
+        pair_ht_gradient(r, s, mask, independent_joint(pi)),
+        pair_estimate(r, s, mask, independent_joint(pi), weighting="exact"),
     )
 
 
 def test_float32_accumulation_agrees_with_float64_reference():
     rng = np.random.default_rng(1)
     pi = rng.uniform(0.1, 1, (128, 16))
-    joint = pi[:, :, None] * pi[:, None, :]
+    joint = independent_joint(pi)
     r, mask = rng.random((128, 16)), rng.random((128, 16)) < pi
     a64 = pair_advantages(r, mask, joint)
     a32 = pair_advantages(r, mask, joint, dtype=np.float32)
@@ -125,21 +125,22 @@ def test_float32_accumulation_agrees_with_float64_reference():
 def test_no_edge_gives_zero_weights_and_advantages():
     pi = np.array([0.5, 0.5, 0.5])
     for name in VARIANTS:
-        w = edge_weights([True, False, False], np.outer(pi, pi), weighting=name,
+        w = edge_weights([True, False, False], independent_joint(pi), weighting=name,
                          **_kwargs(name, pi))
         assert np.all(w == 0.0)
-    assert np.all(pair_advantages([1.0, 0.0, 0.0], [True, False, False], np.outer(pi, pi)) == 0)
+    joint = independent_joint(pi)
+    assert np.all(pair_advantages([1.0, 0.0, 0.0], [True, False, False], joint) == 0)
 
 
 def test_numeric_zero_one_mask_equals_boolean_mask():
     pi = np.array([0.5, 0.6, 0.7])
-    j = np.outer(pi, pi)
+    j = independent_joint(pi)
     np.testing.assert_array_equal(edge_weights([1, 0, 1], j), edge_weights([True, False, True], j))
     np.testing.assert_array_equal(edge_weights([1.0, 0.0, 1.0], j), edge_weights([1, 0, 1], j))
 
 
 # ------------------------------------------------------------------ bad input
-JOINT = np.outer([0.5, 0.5, 0.8], [0.5, 0.5, 0.8])
+JOINT = independent_joint(np.array([0.5, 0.5, 0.8]))
 MASK = np.array([True, True, False])
 
 
@@ -151,8 +152,10 @@ def test_unknown_weighting_is_refused_with_the_registered_names():
 def test_clipped_needs_a_positive_w_max():
     with pytest.raises(ValueError, match="needs w_max"):
         edge_weights(MASK, JOINT, weighting="clipped")
-    for bad in (0.0, -1.0, np.inf, np.nan, "ten"):
-        with pytest.raises(ValueError, match="w_max must be a positive finite number"):
+    for bad in (0.0, -1.0, np.inf, np.nan, "ten", True):
+        # a string or a bool is the wrong type (TypeError); the others are out of range
+        with pytest.raises((ValueError, TypeError),
+                           match="w_max must be a positive finite number"):
             edge_weights(MASK, JOINT, weighting="clipped", w_max=bad)
 
 

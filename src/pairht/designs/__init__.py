@@ -14,6 +14,7 @@ from pairht.designs.dependent_rounding import (
     PositivityWarning,
     RandomizedDependentRounding,
 )
+from pairht.designs.mixed_size import MixedSize
 from pairht.designs.registry import DESIGNS, make_design
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "ConditionalPoisson",
     "DependentRounding",
     "Design",
+    "MixedSize",
     "PositivityWarning",
     "RandomizedDependentRounding",
     "make_design",

@@ -21,7 +21,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import RNGLike, as_generator, check_probabilities
+from pairht._validation import RNGLike, as_generator, check_int, check_probabilities
 
 #: Largest number of units whose support ``.support()`` enumerates (2**20 masks).
 MAX_SUPPORT_UNITS = 20
@@ -95,7 +95,13 @@ class Design(abc.ABC):
         float or (m,) ndarray
             ``P(J_{i_1} = ... = J_{i_k} = 1)`` for each set.
         """
-        arr = np.asarray(idx)
+        try:
+            arr = np.asarray(idx)
+        except (ValueError, TypeError):  # ragged nested lists
+            raise ValueError(
+                "idx must be a (k,) or (m, k) array of int unit indices (equal-length sets); "
+                "got a ragged sequence"
+            ) from None
         if arr.size and not np.issubdtype(arr.dtype, np.integer):
             raise ValueError(f"idx must hold integer unit indices; got dtype {arr.dtype}")
         single = arr.ndim == 1
@@ -150,6 +156,7 @@ class Design(abc.ABC):
         masks : (K, N) ndarray of bool
         probs : (K,) ndarray of float, summing to 1
         """
+        max_units = check_int("max_units", max_units, low=1)
         if self.n_units > max_units:
             raise ValueError(
                 f"support() enumerates up to 2**N samples and is limited to N <= {max_units} "
@@ -180,6 +187,14 @@ class Design(abc.ABC):
         return f"{type(self).__name__}(N={self.n_units}, expected_size={self.expected_size:.6g})"
 
     # ------------------------------------------------------------------ subclass hooks
+    def _exchangeable_inclusion(self, k: int) -> float | None:
+        """``pi_S`` for every set of ``k`` units when it depends only on ``k``, else None.
+
+        Lets the exact covariance skip its ``C(N, 4)`` inclusion table for such designs
+        (simple random sampling, equal-probability Bernoulli). The default claims nothing.
+        """
+        return None
+
     @abc.abstractmethod
     def _joint(self) -> np.ndarray:
         """Joint inclusion matrix (diagonal is overwritten with pi)."""

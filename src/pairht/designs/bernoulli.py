@@ -45,6 +45,11 @@ class Bernoulli(Design):
     def _joint(self) -> np.ndarray:
         return np.outer(self.pi, self.pi)
 
+    def _exchangeable_inclusion(self, k: int) -> float | None:
+        """``pi_0 ** k`` when every unit has the same ``pi``."""
+        pi = self.pi
+        return float(pi[0] ** k) if bool(np.all(pi == pi[0])) else None
+
     def _inclusion_rows(self, rows: np.ndarray) -> np.ndarray:
         return np.prod(self.pi[rows], axis=1)
 

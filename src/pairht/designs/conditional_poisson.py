@@ -109,6 +109,8 @@ class ConditionalPoisson(Design):
         target = _project_sum(target, n)
         one = target == 1.0
         free = (target > 0.0) & ~one
+        # equal pi, all free: simple random sampling without replacement (closed forms)
+        self._srswor = bool(free.all() and np.all(target == target[0]))
         n_free = n - int(one.sum())
         self.n = n
         self._one = one
@@ -157,6 +159,17 @@ class ConditionalPoisson(Design):
         out = np.ones(rows.shape[0]) if self._free.size == 0 else self._free_inclusion(pos)
         if impossible is not None:
             out[impossible] = 0.0
+        return out
+
+    def _exchangeable_inclusion(self, k: int) -> float | None:
+        """Simple random sampling without replacement when every ``pi`` is equal (all units
+        free): ``pi_S = C(N - k, n - k) / C(N, n) = prod_{t < k} (n - t) / (N - t)``."""
+        N = self.n_units
+        if not self._srswor:
+            return None
+        out = 1.0
+        for t in range(k):
+            out *= max(self.n - t, 0) / (N - t)
         return out
 
     def _joint(self) -> np.ndarray:

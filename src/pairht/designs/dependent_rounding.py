@@ -7,13 +7,18 @@ import warnings
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import RNGLike, as_generator
+from pairht._validation import RNGLike, as_generator, check_int
 from pairht.designs import _pivotal_kernels as _k
 from pairht.designs.base import Design, all_masks
 
 #: Batches at least this large use precomputed stretch products (O(N^2) memory, built once).
 _STRETCH_MIN_ROWS = 4096
 _STRETCH_MAX_UNITS = 512
+
+#: Most orders a :class:`RandomizedDependentRounding` mixture may hold. Every inclusion query
+#: costs one pass per order (and each order is built at construction); past a few dozen
+#: orders positivity no longer improves, so a larger ``K`` is a mistake, not a request.
+MAX_ORDERS = 4096
 
 
 class PositivityWarning(UserWarning):
@@ -215,11 +220,13 @@ class RandomizedDependentRounding(Design):
     pi : (N,) array_like
         Inclusion probabilities in [0, 1].
     n_orders : int
-        Number ``K >= 1`` of random orders in the mixture (costs are linear in ``K``).
+        Number ``1 <= K <= MAX_ORDERS = 4096`` of random orders in the mixture (costs are
+        linear in ``K``).
     rng : int, numpy.random.Generator or None
         Source of the random orders.
     orders : (K, N) array_like of int, optional
-        Use these orders instead of drawing them (``n_orders`` and ``rng`` are then ignored).
+        Use these orders instead of drawing them (``n_orders`` and ``rng`` are then ignored);
+        at most ``MAX_ORDERS`` rows, each a permutation of ``range(N)``.
 
     References
     ----------
@@ -254,17 +261,18 @@ class RandomizedDependentRounding(Design):
         super().__init__(pi)
         N = self.n_units
         if orders is None:
-            if (
-                isinstance(n_orders, bool)
-                or not isinstance(n_orders, (int, np.integer))
-                or (n_orders < 1)
-            ):
-                raise ValueError(f"n_orders must be a positive int; got {n_orders!r}")
+            k = check_int(
+                "n_orders", n_orders, low=1, high=MAX_ORDERS,
+                rule="the number of random orders in the mixture; MAX_ORDERS bounds its cost",
+            )
             gen = as_generator(rng)
-            orders = np.stack([gen.permutation(N) for _ in range(int(n_orders))])
+            orders = np.stack([gen.permutation(N) for _ in range(k)])
         arr = np.asarray(orders)
-        if arr.ndim != 2 or arr.shape[0] < 1:
-            raise ValueError(f"orders must have shape (K, {N}) with K >= 1; got {arr.shape}")
+        if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[0] > MAX_ORDERS:
+            raise ValueError(
+                f"orders must have shape (K, {N}) with 1 <= K <= MAX_ORDERS = {MAX_ORDERS}; "
+                f"got {arr.shape}"
+            )
         self.parts = [DependentRounding(self._target, order=o) for o in arr]
         self.orders = np.stack([d.order for d in self.parts])
         self.orders.setflags(write=False)

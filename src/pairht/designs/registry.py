@@ -10,11 +10,13 @@ from pairht.designs.base import Design
 from pairht.designs.bernoulli import Bernoulli
 from pairht.designs.conditional_poisson import ConditionalPoisson
 from pairht.designs.dependent_rounding import DependentRounding, RandomizedDependentRounding
+from pairht.designs.mixed_size import MixedSize
 
 #: Every design by its registry name (``Design.name``).
 DESIGNS: dict[str, type[Design]] = {
     cls.name: cls
-    for cls in (Bernoulli, ConditionalPoisson, DependentRounding, RandomizedDependentRounding)
+    for cls in (Bernoulli, ConditionalPoisson, DependentRounding, RandomizedDependentRounding,
+                MixedSize)
 }
 
 
@@ -45,3 +47,33 @@ def make_design(kind: str, pi: ArrayLike, **kwargs: Any) -> Design:
     if cls is None:
         raise ValueError(f"kind must be one of {sorted(DESIGNS)}; got {kind!r}")
     return cls(pi, **kwargs)
+
+
+#: Names a training step resolves to another registered design, and why (documented here so
+#: the registry stays the one source of design names; :func:`step_design_kind` applies it):
+#:
+#: * ``"dependent_rounding"`` -> ``"randomized_dependent_rounding"``: one fixed pivotal order
+#:   leaves some pairs with ``rho_ij = 0``, which the pair-HT estimator cannot weight; the
+#:   mixture over random orders has the same marginals and every pair positive.
+#: * ``"srswor"`` -> ``"conditional_poisson"``: with equal ``pi`` (and an integer sum)
+#:   conditional Poisson *is* simple random sampling without replacement.
+#: * ``"full"`` -> ``"bernoulli"``: with every ``pi = 1`` any design is the full design.
+STEP_ALIASES: dict[str, str] = {
+    "dependent_rounding": "randomized_dependent_rounding",
+    "srswor": "conditional_poisson",
+    "full": "bernoulli",
+}
+
+
+def step_design_kind(kind: str) -> str:
+    """The registered design a training step draws for ``kind`` (see :data:`STEP_ALIASES`).
+
+    Examples
+    --------
+    >>> step_design_kind("dependent_rounding"), step_design_kind("bernoulli")
+    ('randomized_dependent_rounding', 'bernoulli')
+    """
+    if not isinstance(kind, str) or (kind not in DESIGNS and kind not in STEP_ALIASES):
+        raise ValueError(f"design must be one of {sorted(set(DESIGNS) | set(STEP_ALIASES))}; "
+                         f"got {kind!r}")
+    return STEP_ALIASES.get(kind, kind)

@@ -13,11 +13,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_finite, check_probabilities, name_index
+from pairht._validation import as_real_array, check_finite, check_probabilities, name_index
 
 #: Tolerance for the symmetry of ``joint``: designs compute rho_ij and rho_ji by the same
 #: arithmetic, so a larger gap means the argument is not a joint-inclusion matrix.
 SYMMETRY_ATOL = 1e-12
+
+#: Rounding allowed on the Frechet bounds of ``joint``: the designs compute ``rho_ij`` and
+#: ``pi_i`` by different sums, exact to about 1e-13 at G = 512; a larger breach is a wrong
+#: matrix (a swapped argument, an estimate of the joint, ``np.outer(pi, pi)`` with pi^2 on
+#: its diagonal), which would weight edges by impossible probabilities.
+FRECHET_ATOL = 1e-9
 
 
 def n_pairs(g: int) -> int:
@@ -27,7 +33,7 @@ def n_pairs(g: int) -> int:
 
 def check_rewards(rewards: ArrayLike, *, finite: bool = True) -> np.ndarray:
     """``rewards`` as float64 of shape ``(..., G)`` with ``G >= 2``."""
-    arr = np.asarray(rewards, dtype=np.float64) if not finite else check_finite("rewards", rewards)
+    arr = as_real_array("rewards", rewards) if not finite else check_finite("rewards", rewards)
     if arr.ndim < 1:
         raise ValueError("rewards must have shape (..., G), one reward per candidate; got a scalar")
     if arr.shape[-1] < 2:
@@ -40,7 +46,7 @@ def check_rewards(rewards: ArrayLike, *, finite: bool = True) -> np.ndarray:
 
 def check_scores(scores: ArrayLike, g: int, *, finite: bool = True) -> np.ndarray:
     """``scores`` as float64 of shape ``(..., G, d)`` matching ``G`` of the rewards."""
-    arr = np.asarray(scores, dtype=np.float64) if not finite else check_finite("scores", scores)
+    arr = as_real_array("scores", scores) if not finite else check_finite("scores", scores)
     if arr.ndim < 2 or arr.shape[-2] != g or arr.shape[-1] < 1:
         raise ValueError(
             f"scores must have shape (..., G, d) with G = {g} (the last axis of rewards) and "
@@ -51,7 +57,11 @@ def check_scores(scores: ArrayLike, g: int, *, finite: bool = True) -> np.ndarra
 
 def check_mask(mask: ArrayLike, g: int) -> np.ndarray:
     """``mask`` as bool of shape ``(..., G)``; accepts bool or numeric arrays holding 0/1 only."""
-    arr = np.asarray(mask)
+    try:
+        arr = np.asarray(mask)
+    except (ValueError, TypeError):  # ragged nested sequences
+        raise ValueError("mask must be a rectangular (..., G) boolean array; got a ragged "
+                         "sequence") from None
     if arr.dtype != np.bool_:
         if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
             raise ValueError(
@@ -98,7 +108,10 @@ def check_joint(joint: ArrayLike, g: int, name: str = "joint") -> np.ndarray:
     """``joint`` as symmetric float64 ``(..., G, G)`` with entries in [0, 1].
 
     Returned as ``(joint + joint^T) / 2``, which leaves an exactly symmetric input unchanged
-    and makes every weight built from it exactly symmetric.
+    and makes every weight built from it exactly symmetric. The diagonal holds ``pi`` (as
+    :meth:`pairht.designs.Design.joint` returns it), and every pair must satisfy the Frechet
+    bounds ``max(0, pi_i + pi_j - 1) <= rho_ij <= min(pi_i, pi_j)`` within
+    :data:`FRECHET_ATOL` (:func:`check_frechet`).
     """
     arr = check_probabilities(name, joint)
     if arr.ndim < 2 or arr.shape[-2:] != (g, g):
@@ -120,7 +133,40 @@ def check_joint(joint: ArrayLike, g: int, name: str = "joint") -> np.ndarray:
         )
     transposed += arr
     transposed *= 0.5
+    check_frechet(transposed, name)
     return transposed
+
+
+def check_frechet(rho: np.ndarray, name: str = "joint") -> None:
+    """Raise unless ``max(0, pi_i + pi_j - 1) <= rho_ij <= min(pi_i, pi_j)`` off the diagonal.
+
+    ``pi`` is the diagonal of ``rho`` (``rho_ii = P(J_i = 1)``). A pair probability above
+    either marginal, or below what two events of those marginals must share, is no joint
+    inclusion probability of any design.
+    """
+    g = rho.shape[-1]
+    pi = np.diagonal(rho, axis1=-2, axis2=-1)
+    pi_i, pi_j = pi[..., :, None], pi[..., None, :]
+    over = rho - np.minimum(pi_i, pi_j) > FRECHET_ATOL
+    under = (pi_i + pi_j - 1.0) - rho > FRECHET_ATOL
+    bad = (over | under) & ~np.eye(g, dtype=bool)
+    if not bad.any():
+        return
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    i, j = where[-2], where[-1]
+    lead = where[:-2]
+    a, b, v = rho[(*lead, i, i)].item(), rho[(*lead, j, j)].item(), rho[where].item()
+    if over[where]:
+        rule = f"rho_ij <= min(pi_i, pi_j) = {min(a, b)!r}"
+    else:
+        rule = f"rho_ij >= pi_i + pi_j - 1 = {a + b - 1.0!r}"
+    raise ValueError(
+        f"{name} breaks the Frechet bounds max(0, pi_i + pi_j - 1) <= rho_ij <= min(pi_i, "
+        f"pi_j), with pi the diagonal of {name} (as Design.joint() returns it): pair "
+        f"({i}, {j}) has {name}{name_index(where)} = {v!r}, against {rule} "
+        f"({name}{name_index((*lead, i, i))} = {a!r}, {name}{name_index((*lead, j, j))} = "
+        f"{b!r}). For independent units use np.outer(pi, pi) with np.fill_diagonal(.., pi)."
+    )
 
 
 def check_pi(pi: ArrayLike, g: int) -> np.ndarray:

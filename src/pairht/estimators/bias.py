@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from pairht._validation import check_int
 from pairht.designs.base import MAX_SUPPORT_UNITS, Design
 from pairht.estimators._inputs import (
     broadcast_batch,
@@ -105,6 +106,7 @@ def expected_edge_weights(
     0.166667
     """
     design = _check_design(design)
+    check_int("max_units", max_units, low=1)
     variant = resolve_variant(weighting)
     w = check_w_max(variant, w_max)
     joint = _rho_used(design, variant, rho_hat)
@@ -210,6 +212,7 @@ def conditional_bias(
     s = check_scores(scores, g)
     broadcast_batch(rewards=r.shape[:-1], scores=s.shape[:-2])
     design = _check_design(design, g)
+    check_int("max_units", max_units, low=1)
     rho = design.joint()
     used = _rho_used(design, variant, rho_hat)
     hat = used if used is not None else rho

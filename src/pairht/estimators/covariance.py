@@ -13,14 +13,21 @@ Horvitz-Thompson covariance (PAIR paper, Eq. general-covariance) regrouped by ve
 only the ``G x G`` matrix ``Sigma^A`` and the ``G x G`` Gram matrix of the scores are
 needed: never the ``M x M`` edge-pair matrix nor the ``(G, G, d)`` kernel, and the cost in
 ``d`` is one Gram product. ``Sigma^A`` costs ``O(G^4)`` in a numba loop (less with tied
-rewards, whose pairs have ``a_ij = 0``), plus one batched ``design.inclusion`` call for all
-triples and quadruples; for the Bernoulli design the closed form of Proposition 1 gives it
-in ``O(G^3)``.
+rewards, whose pairs have ``a_ij = 0``), plus ``design.inclusion`` calls for all triples and
+quadruples, made in chunks of :data:`INCLUSION_CHUNK` sets; for the Bernoulli design the
+closed form of Proposition 1 gives it in ``O(G^3)``.
+
+Memory: the inclusion table holds ``C(G, 3) + C(G, 4)`` float64 values (the sets themselves
+are generated chunk by chunk, never all at once), refused above
+:data:`MAX_INCLUSION_TABLE` ``= 2**25`` values (256 MiB, ``G <= 168``) with a ``ValueError``
+naming the limit. Designs whose inclusions depend only on the set size (equal ``pi`` under
+:class:`~pairht.designs.ConditionalPoisson`, i.e. simple random sampling without replacement,
+or :class:`~pairht.designs.Bernoulli`) need no table: one value per order, at any ``G``.
 """
 
 from __future__ import annotations
 
-import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +58,15 @@ FULL_MATRIX_MAX_DIM = 512
 #: Relative tolerance on the symmetry of a user-supplied Gram matrix.
 GRAM_SYMMETRY_RTOL = 1e-10
 
+#: Largest inclusion table ``C(G, 3) + C(G, 4)`` (float64 values) the exact covariance builds:
+#: 2**25 values are 256 MiB, reached at ``G = 169``. Beyond it a ValueError names the limit
+#: instead of a MemoryError (or swapping) deep inside numpy.
+MAX_INCLUSION_TABLE = 2**25
+
+#: Sets passed to one ``design.inclusion`` call while the table is built: bounds the memory of
+#: the ``(chunk, k)`` index rows (8 MiB for quadruples) whatever ``G``.
+INCLUSION_CHUNK = 2**18
+
 
 @dataclass(frozen=True)
 class DesignCovariance:
@@ -73,28 +89,38 @@ class DesignCovariance:
 
 
 # ---------------------------------------------------------------------- inclusion tables
-@functools.lru_cache(maxsize=8)
-def _colex_rows(g: int, k: int) -> np.ndarray:
-    """All sorted ``k``-subsets of ``range(g)`` in colex order (row ``t`` has rank ``t``).
+def _colex_rows(g: int, k: int, start: int = 0, count: int | None = None) -> np.ndarray:
+    """Sorted ``k``-subsets of ``range(g)`` of colex ranks ``start .. start + count - 1``.
 
     ``itertools.combinations`` yields lexicographic order, whose rank has no closed form as
     cheap as the colex rank ``C(a,1) + C(b,2) + C(c,3) + C(d,4)`` the numba kernel uses to
-    find a set's inclusion probability; hence this small generator.
+    find a set's inclusion probability; hence this small generator. ``count=None`` runs to
+    the last set.
     """
-    rows = np.array(_colex_rows_kernel(g, k))
-    rows.setflags(write=False)
-    return rows
+    total = math.comb(g, k)
+    count = total - start if count is None else min(count, total - start)
+    return np.array(_colex_rows_kernel(g, k, _colex_unrank(start, k), max(count, 0)))
+
+
+def _colex_unrank(rank: int, k: int) -> np.ndarray:
+    """The sorted ``k``-set of colex rank ``rank``: greedily the largest ``c`` with
+    ``C(c, t + 1) <= rank`` for ``t = k - 1, ..., 0``."""
+    out = np.empty(k, dtype=np.int64)
+    for t in range(k - 1, -1, -1):
+        c = t
+        while math.comb(c + 1, t + 1) <= rank:
+            c += 1
+        out[t] = c
+        rank -= math.comb(c, t + 1)
+    return out
 
 
 @numba.njit(cache=True)
-def _colex_rows_kernel(g: int, k: int) -> np.ndarray:  # pragma: no cover - numba
-    count = 1
-    for t in range(k):
-        count = count * (g - t) // (t + 1)
-    out = np.empty((max(count, 0), k), dtype=np.int64)
-    if count <= 0:
-        return out
-    idx = np.arange(k)
+def _colex_rows_kernel(  # pragma: no cover - numba
+    g: int, k: int, first: np.ndarray, count: int
+) -> np.ndarray:
+    out = np.empty((count, k), dtype=np.int64)
+    idx = first.copy()
     for row in range(count):
         for t in range(k):
             out[row, t] = idx[t]
@@ -118,11 +144,13 @@ def _binomials(g: int) -> np.ndarray:
     return out
 
 
-def _inclusion_tables(design: Design) -> tuple[np.ndarray, np.ndarray]:
+def _inclusion_tables(design: Design) -> tuple[np.ndarray, np.ndarray, bool]:
     """Inclusion probabilities of every triple and quadruple, indexed by colex rank.
 
-    One batched ``design.inclusion`` call per order: ``C(G, 3) + C(G, 4)`` sets, i.e. about
-    6.8e5 entries at ``G = 64`` instead of a dense ``G**4`` tensor.
+    ``C(G, 3) + C(G, 4)`` values (about 6.8e5 at ``G = 64`` instead of a dense ``G**4``
+    tensor), computed :data:`INCLUSION_CHUNK` sets per ``design.inclusion`` call. For a
+    design whose inclusions depend only on the set size the tables hold one value each and
+    the flag is True. Raises ``ValueError`` above :data:`MAX_INCLUSION_TABLE` values.
     """
     g = design.n_units
     if design.max_inclusion_order < 4 and g >= 4:
@@ -130,19 +158,41 @@ def _inclusion_tables(design: Design) -> tuple[np.ndarray, np.ndarray]:
             f"design covariance needs inclusion probabilities up to order 4; "
             f"{type(design).__name__}.max_inclusion_order = {design.max_inclusion_order}"
         )
+    uniform = [design._exchangeable_inclusion(k) if g >= k else None for k in (3, 4)]
+    if g >= 4 and uniform[0] is not None and uniform[1] is not None:
+        return np.array([uniform[0]]), np.array([uniform[1]]), True
+    check_inclusion_table_size(g, type(design).__name__)
     tables = []
     for k in (3, 4):
-        if g < k:
-            tables.append(np.zeros(0))
-            continue
-        vals = design.inclusion(_colex_rows(g, k))
-        tables.append(np.ascontiguousarray(vals, dtype=np.float64))
-    return tables[0], tables[1]
+        total = math.comb(g, k) if g >= k else 0
+        vals = np.empty(total, dtype=np.float64)
+        for start in range(0, total, INCLUSION_CHUNK):
+            chunk = design.inclusion(_colex_rows(g, k, start, INCLUSION_CHUNK))
+            vals[start : start + INCLUSION_CHUNK] = chunk
+        tables.append(vals)
+    return tables[0], tables[1], False
+
+
+def check_inclusion_table_size(g: int, what: str = "the design") -> None:
+    """Raise ``ValueError`` when the order-3 and 4 inclusion table exceeds its memory limit."""
+    entries = math.comb(g, 3) + math.comb(g, 4)
+    if entries > MAX_INCLUSION_TABLE:
+        raise ValueError(
+            f"the exact design covariance of {what} with G = {g} units needs the inclusion "
+            f"probabilities of all C(G,3) + C(G,4) = {entries} triples and quadruples "
+            f"({entries * 8 / 2**30:.1f} GiB), more than MAX_INCLUSION_TABLE = "
+            f"{MAX_INCLUSION_TABLE} values ({MAX_INCLUSION_TABLE * 8 // 2**20} MiB, G <= 168); "
+            f"use fewer candidates per group, a Bernoulli design (closed form at any G), or "
+            f"estimate the variance by Monte Carlo draws"
+        )
 
 
 @numba.njit(cache=True, inline="always")
-def _union_inclusion(i, j, k, l, rho, incl3, incl4, binom):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
-    """``P(J = 1 on {i, j} u {k, l})`` for ``i != j``, ``k != l``."""
+def _union_inclusion(i, j, k, l, rho, incl3, incl4, binom, uniform):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """``P(J = 1 on {i, j} u {k, l})`` for ``i != j``, ``k != l``.
+
+    With ``uniform`` the tables hold one value per order (an exchangeable design).
+    """
     if (i == k and j == l) or (i == l and j == k):
         return rho[i, j]
     if k == i or k == j:
@@ -151,6 +201,8 @@ def _union_inclusion(i, j, k, l, rho, incl3, incl4, binom):  # type: ignore[no-u
         x = k
     else:
         x = -1
+    if uniform:
+        return incl3[0] if x >= 0 else incl4[0]
     if x >= 0:  # the edges share one vertex: a triple {i, j, x}
         a, b, c = i, j, x
         if a > b:
@@ -175,7 +227,7 @@ def _union_inclusion(i, j, k, l, rho, incl3, incl4, binom):  # type: ignore[no-u
 
 
 @numba.njit(cache=True)
-def _advantage_covariance_kernel(a, rho, incl3, incl4, binom, ht):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+def _advantage_covariance_kernel(a, rho, incl3, incl4, binom, ht, uniform):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """``out[b, i, k] = sum_{j != i, l != k} a[b,i,j] a[b,k,l] Delta_{(ij),(kl)} [/ P]``.
 
     ``a`` is ``(G, G, B)`` (batch innermost, contiguous). With ``ht`` each term is divided by
@@ -199,7 +251,7 @@ def _advantage_covariance_kernel(a, rho, incl3, incl4, binom, ht):  # type: igno
                 for l in range(g):
                     if l == k or not nonzero[k, l]:
                         continue
-                    p = _union_inclusion(i, j, k, l, rho, incl3, incl4, binom)
+                    p = _union_inclusion(i, j, k, l, rho, incl3, incl4, binom, uniform)
                     delta = p - rho[i, j] * rho[k, l]
                     if ht:
                         delta = delta / p
@@ -236,13 +288,52 @@ def _linear_coefficients(
     return diff * np.where(observed, w, 0.0) / 2.0
 
 
+def _exchangeable_sigma(
+    a: np.ndarray, p2: float, p3: float, p4: float, *, ht: bool
+) -> np.ndarray:
+    r"""``Sigma^A`` (or its HT estimate) when ``P(I_e I_f = 1)`` depends only on the overlap.
+
+    For a design whose inclusions depend only on the set size (``p_k`` for ``k`` units),
+    ``Delta_{(ij),(kl)} = c_s`` with ``s = |{i,j} cap {k,l}|``: ``c_2 = p_2 - p_2^2``,
+    ``c_1 = p_3 - p_2^2``, ``c_0 = p_4 - p_2^2`` (each divided by ``p_{4-s}`` for the HT
+    estimate). Writing ``c_s = c_0 + (c_1 - c_0) s + (c_2 - 2 c_1 + c_0) [s = 2]`` and
+    ``s = [k in {i,j}] + [l in {i,j}]``, the ``O(G^4)`` double sum collapses, with
+    ``R_i = sum_j a_ij``, to
+
+    .. math:: \Sigma^A_{ik} = c_0 R_i R_k + (c_1 - c_0) (\delta_{ik} R_i^2 + a_{ik} R_k
+              + R_i a_{ki} + (A A^\top)_{ik}) + (c_2 - 2 c_1 + c_0)
+              (\delta_{ik} \textstyle\sum_j a_{ij}^2 + a_{ik} a_{ki}),
+
+    ``O(G^3)`` time and ``O(G^2)`` memory at any ``G``. ``a`` is ``(B, G, G)``, zero diagonal.
+    """
+    c2, c1, c0 = p2 - p2 * p2, p3 - p2 * p2, p4 - p2 * p2
+    if ht:
+        c2, c1, c0 = c2 / p2, c1 / p3, c0 / p4
+    g = a.shape[-1]
+    idx = np.arange(g)
+    row = a.sum(axis=-1)
+    a_t = np.swapaxes(a, -1, -2)
+    one = a * row[:, None, :] + row[:, :, None] * a_t + a @ a_t
+    one[:, idx, idx] += row**2
+    two = a * a_t
+    two[:, idx, idx] += (a * a).sum(axis=-1)
+    out = c0 * (row[:, :, None] * row[:, None, :])
+    out += (c1 - c0) * one
+    out += (c2 - 2.0 * c1 + c0) * two
+    return out
+
+
 def _general_sigma(a: np.ndarray, design: Design, rho: np.ndarray, *, ht: bool) -> np.ndarray:
     """``Sigma^A`` (or its HT estimate) from inclusions up to order 4; ``a`` is (B, G, G)."""
     g = design.n_units
-    incl3, incl4 = _inclusion_tables(design)
+    p = [design._exchangeable_inclusion(k) for k in (2, 3, 4)] if g >= 4 else [None]
+    if all(v is not None for v in p):
+        p2, p3, p4 = (float(v) for v in p)  # type: ignore[arg-type]
+        return _exchangeable_sigma(a, p2, p3, p4, ht=ht)
+    incl3, incl4, uniform = _inclusion_tables(design)
     a_t = np.ascontiguousarray(np.moveaxis(a, 0, -1))
     out = _advantage_covariance_kernel(
-        a_t, np.ascontiguousarray(rho), incl3, incl4, _binomials(g), ht
+        a_t, np.ascontiguousarray(rho), incl3, incl4, _binomials(g), ht, uniform
     )
     return np.moveaxis(out, -1, 0)
 
@@ -395,7 +486,8 @@ def design_covariance(
     variant, w_max_checked, pi_arr = _linear_variant(weighting, w_max, pi, g)
     s, gm = _scores_or_gram(scores, gram, g)
     if s is not None:
-        gm = np.matmul(s, np.swapaxes(s, -1, -2))
+        with np.errstate(invalid="ignore", over="ignore"):  # non-finite: named just below
+            gm = np.matmul(s, np.swapaxes(s, -1, -2))
         # The covariance reads every candidate, so all scores must be finite. A NaN or inf
         # score makes its Gram diagonal non-finite: checking the small Gram matrix spares a
         # pass over the (G, d) scores, which are then scanned only to name the bad entry.
@@ -440,6 +532,9 @@ def _linear_variant(
 
 
 def _want_full(full: bool | None, s: np.ndarray | None) -> bool:
+    if full is not None and not isinstance(full, (bool, np.bool_)):
+        # a truthy string such as "no" must not switch the (d, d) matrix on
+        raise TypeError(f"full must be True, False or None; got {full!r}")
     if full is None:
         return s is not None and s.shape[-1] <= FULL_MATRIX_MAX_DIM
     if full and s is None:
@@ -472,11 +567,11 @@ def _check_union_positive(design: Design, rho: np.ndarray) -> None:
             f"pair of edges can be observed together); "
             f"design.joint()[{i}, {j}] = {rho[i, j].item()!r}"
         )
-    incl3, incl4 = _inclusion_tables(design)
+    incl3, incl4, _ = _inclusion_tables(design)
     for k, table in ((3, incl3), (4, incl4)):
         bad = np.flatnonzero(~(table > 0.0))
         if bad.size:
-            units = tuple(int(u) for u in _colex_rows(g, k)[bad[0]])
+            units = tuple(int(u) for u in _colex_unrank(int(bad[0]), k))
             raise ValueError(
                 f"variance_estimate needs every inclusion of order 3 and 4 positive (two edges "
                 f"sharing at most one unit must be observable together); "

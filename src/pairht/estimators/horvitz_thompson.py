@@ -64,6 +64,8 @@ def check_w_max(variant: Variant, w_max: Any) -> float | None:
             f"weighting={variant.name!r} needs w_max, the largest inverse weight "
             f"min(1/rho_ij, w_max); got w_max=None"
         )
+    if isinstance(w_max, (bool, np.bool_, str, bytes)):
+        raise TypeError(f"w_max must be a positive finite number; got {w_max!r}")
     try:
         value = float(w_max)
     except (TypeError, ValueError):
@@ -100,8 +102,7 @@ def _prepare_weights(
         if pi is None:
             raise ValueError(
                 f"weighting={variant.name!r} needs pi, the (..., G) first-order inclusion "
-                f"probabilities (the diagonal of joint is not used: np.outer(pi, pi) has pi**2 "
-                f"there); got pi=None"
+                f"probabilities (the marginals this variant weights by); got pi=None"
             )
         pi_arr = check_pi(pi, g)
         batches["pi"] = pi_arr.shape[:-1]
@@ -142,7 +143,9 @@ def edge_weights(
     joint : (..., G, G) array_like, optional
         ``rho_ij = P(J_i = J_j = 1)`` as logged by the design, symmetric. Required by the
         variants that use it (``exact``, ``hajek``, ``clipped``); when given it must be
-        positive on every observed edge.
+        positive on every observed edge, hold ``pi_i`` on its diagonal (as ``Design.joint()``
+        does) and satisfy the Frechet bounds ``max(0, pi_i + pi_j - 1) <= rho_ij <=
+        min(pi_i, pi_j)`` (within 1e-9; else ``ValueError`` naming the pair).
     weighting : str or Variant
         A name in :data:`~pairht.estimators.VARIANTS`: ``"exact"``, ``"hajek"``,
         ``"clipped"``, ``"marginal_only"``, ``"unweighted"`` or ``"observed_average"``.
@@ -160,13 +163,18 @@ def edge_weights(
     --------
     >>> import numpy as np
     >>> from pairht.estimators import edge_weights
-    >>> pi = np.array([0.5, 0.5, 1.0])
-    >>> W = edge_weights([True, False, True], np.outer(pi, pi))
+    >>> from pairht.designs import Bernoulli
+    >>> joint = Bernoulli([0.5, 0.5, 1.0]).joint()  # pi_i pi_j off the diagonal, pi on it
+    >>> W = edge_weights([True, False, True], joint)
     >>> W.round(4).tolist()  # one observed edge, M = 3, rho_02 = 0.5
     [[0.0, 0.0, 0.6667], [0.0, 0.0, 0.0], [0.6667, 0.0, 0.0]]
     """
     variant = resolve_variant(weighting)
-    m = np.asarray(mask)
+    try:
+        m = np.asarray(mask)
+    except (ValueError, TypeError):  # ragged nested sequences
+        raise ValueError("mask must be a rectangular (..., G) boolean array; got a ragged "
+                         "sequence") from None
     if m.ndim < 1 or m.shape[-1] < 2:
         raise ValueError(
             f"mask must have shape (..., G) with G >= 2 candidates; got shape {m.shape}"
@@ -235,8 +243,9 @@ def pair_advantages(
     --------
     >>> import numpy as np
     >>> from pairht.estimators import pair_advantages
-    >>> pi = np.array([0.5, 0.5, 1.0])
-    >>> pair_advantages([1.0, 0.0, 0.0], [True, False, True], np.outer(pi, pi)).tolist()
+    >>> from pairht.designs import Bernoulli
+    >>> joint = Bernoulli([0.5, 0.5, 1.0]).joint()  # pi_i pi_j off the diagonal, pi on it
+    >>> pair_advantages([1.0, 0.0, 0.0], [True, False, True], joint).tolist()
     [0.3333333333333333, 0.0, -0.3333333333333333]
     """
     dt = check_dtype(dtype)
@@ -329,7 +338,8 @@ def pair_ht_gradient(
         ``J_i``: which candidates were completed.
     joint : (..., G, G) array_like
         ``rho_ij = P(J_i = J_j = 1)``, logged before rewards existed; positive on every
-        observed edge.
+        observed edge, ``pi`` on the diagonal, within the Frechet bounds (see
+        :func:`edge_weights`).
 
     Returns
     -------
@@ -344,9 +354,10 @@ def pair_ht_gradient(
     --------
     >>> import numpy as np
     >>> from pairht.estimators import pair_ht_gradient
-    >>> pi = np.array([0.5, 0.5, 1.0])
+    >>> from pairht.designs import Bernoulli
+    >>> joint = Bernoulli([0.5, 0.5, 1.0]).joint()  # pi_i pi_j off the diagonal, pi on it
     >>> r, s = [1.0, 0.0, 0.0], np.array([[3.0], [0.0], [0.0]])
-    >>> pair_ht_gradient(r, s, [True, False, True], np.outer(pi, pi)).tolist()
+    >>> pair_ht_gradient(r, s, [True, False, True], joint).tolist()
     [1.0]
     """
     return pair_estimate(rewards, scores, mask, joint, weighting="exact")

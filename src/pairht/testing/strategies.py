@@ -102,6 +102,7 @@ def fixed_size_inclusion_probabilities(
     max_size: int = 10,
     allow_zero: bool = True,
     allow_one: bool = True,
+    n_excluded: int | None = None,
 ) -> st.SearchStrategy[np.ndarray]:
     """Strategy for ``(N,)`` inclusion probabilities whose sum is an integer ``n >= 1``.
 
@@ -121,6 +122,12 @@ def fixed_size_inclusion_probabilities(
         Range of the length ``N`` (``2 <= min_size <= max_size``).
     allow_zero, allow_one : bool
         Whether entries exactly 0 / exactly 1 may appear.
+    n_excluded : int, optional
+        Fix ``sum(pi) = N - n_excluded`` (every sample leaves out exactly ``n_excluded``
+        units; all entries strictly inside (0, 1), so ``allow_zero`` and ``allow_one`` must
+        be False). With ``n_excluded = 1`` every fixed-size design has every inclusion of
+        order ``< N`` positive, ``pi_S = sum_{u not in S} (1 - pi_u)``: the way to draw
+        designs for tests that need positive higher-order inclusions without filtering.
 
     Returns
     -------
@@ -142,6 +149,23 @@ def fixed_size_inclusion_probabilities(
         raise ValueError(
             f"min_size must be >= 2 for an integer sum with a free unit; got {min_size}"
         )
+    if n_excluded is not None:
+        if isinstance(n_excluded, bool) or not isinstance(n_excluded, int) or n_excluded < 1:
+            raise ValueError(f"n_excluded must be an int >= 1 or None; got {n_excluded!r}")
+        if allow_zero or allow_one:
+            raise ValueError("n_excluded needs allow_zero=False and allow_one=False")
+        if max_size <= n_excluded:
+            raise ValueError(f"max_size must exceed n_excluded = {n_excluded}; got {max_size}")
+
+    @st.composite
+    def build_excluded(draw: st.DrawFn) -> np.ndarray:
+        assert n_excluded is not None
+        n_units = draw(st.integers(max(min_size, n_excluded + 1), max_size))
+        free = draw(_free_probabilities(n_units))
+        return _shift_to_integer(free, draw, target=n_units - n_excluded)
+
+    if n_excluded is not None:
+        return build_excluded()
 
     @st.composite
     def build(draw: st.DrawFn) -> np.ndarray:
@@ -161,15 +185,17 @@ def fixed_size_inclusion_probabilities(
     return build()
 
 
-def _shift_to_integer(p: np.ndarray, draw: st.DrawFn) -> np.ndarray:
+def _shift_to_integer(p: np.ndarray, draw: st.DrawFn, target: int | None = None) -> np.ndarray:
     """``sigmoid(logit(p) + c)`` with ``c`` chosen so the sum is an integer in [1, len - 1].
 
-    ``len(p) >= 2``. Shifted values are kept within [1e-9, 1 - 1e-9].
+    ``len(p) >= 2``; ``target`` (default: drawn) is the sum. Shifted values are kept within
+    [1e-9, 1 - 1e-9].
     """
     from scipy.optimize import brentq
     from scipy.special import expit, logit
 
-    target = draw(st.integers(1, p.size - 1))
+    if target is None:
+        target = draw(st.integers(1, p.size - 1))
     z = logit(p)
 
     def gap(c: float) -> float:
