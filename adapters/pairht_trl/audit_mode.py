@@ -21,8 +21,13 @@ last parameter whose name ends in ``norm.weight``, e.g. ``model.norm.weight`` of
 small (``hidden_size`` entries), present in every decoder, and upstream of the LM head, so its
 scores mix information from every position. Any parameter can be named instead.
 
-Costs: the population format requires realised costs ``> 0``; a candidate whose prefix already
-ended (no suffix) is recorded with cost 1 token, and ``meta["n_cost_floored"]`` counts them.
+Finished prefixes: a candidate whose prefix already ended (no suffix) is complete, so it is
+marked ``finished`` (the audit keeps it with probability 1, at no cost). The population format
+requires realised costs ``> 0``, so its cost is recorded as 1 token (``meta["n_cost_floored"]``
+counts them); its ``c_hat`` is the heads' prediction, which no allocation reads.
+
+Score norms: ``m_hat = sqrt(prefix_len + [not finished] c_hat)``
+(:func:`pairht_trl.heads.score_norm_proxy`), the input of the length-scaled edge proxy.
 """
 
 from __future__ import annotations
@@ -100,7 +105,8 @@ def collect_population(
     from trl.trainer.grpo_trainer import GRPOTrainer
 
     from pairht.audit.population import Population, save_population
-    from pairht_trl.trainer import _process_local_reward_gather
+    from pairht_trl.distributed import _process_local_reward_gather
+    from pairht_trl.heads import score_norm_proxy
 
     if not examples:
         raise ValueError("examples must hold at least one prompt row; got none")
@@ -137,7 +143,8 @@ def collect_population(
     prefix_len = np.array([len(x) for x in prefix.prefix_ids], dtype=np.int64)
     suffix = np.array([len(f) for f in full], dtype=np.int64) - prefix_len
     done = np.asarray(prefix.prefix_done.cpu(), dtype=bool)
-    c_pred = np.where(done, 1e-6, np.asarray(c_hat, dtype=np.float64))
+    # c_hat > 0 by the format; a cost head that underflows is floored at a token's billionth.
+    c_pred = np.maximum(np.asarray(c_hat, dtype=np.float64), 1e-9)
     shape = (len(examples), g)
     pop = Population(
         p_hat=np.asarray(p_hat, dtype=np.float64).reshape(shape),
@@ -145,6 +152,8 @@ def collect_population(
         rewards=rewards.reshape(shape),
         costs=np.maximum(suffix, 1).astype(np.float64).reshape(shape),
         prefix_len=prefix_len.reshape(shape),
+        finished=done.reshape(shape),
+        m_hat=score_norm_proxy(prefix_len, c_pred, done).reshape(shape),
         scores=scores.reshape(*shape, -1),
         meta={
             "source": "pairht_trl.audit_mode",

@@ -4,16 +4,32 @@ PAIR paper, Eq. heads and appendix "Heads and calibration":
 
     p_hat_i = sigmoid(f(u_i) / T),        c_hat_i = softplus(g(u_i))
 
-with ``u_i`` the detached mean of the last 16 prefix hidden states, ``f``, ``g`` two-layer MLPs
-(width 256, SiLU, layer normalisation) and ``T`` a scalar temperature fitted on the newest
-quarter of a 2,048-label replay window. Labels come only from completed candidates, so both
-losses weight a label by ``J_i / pi_i`` (Eq. head-losses; :mod:`pairht.calibration`).
+with ``u_i`` the detached mean of the last 16 prefix hidden states and ``T`` a scalar
+temperature. Labels come only from completed candidates, so every loss weights a label by
+``J_i / pi_i`` (Eq. head-losses; :mod:`pairht.calibration`).
+
+Two head families, chosen by ``HeadTrainer(head=...)``:
+
+* ``"linear"`` (default): the cross-validated L2 linear probe of :mod:`pairht.heads_fit`
+  (logistic success head with a fitted temperature, ridge on ``log C`` for the cost), refitted
+  on the replay window at every update. With a few hundred labels it is the one that beats a
+  constant predictor on held-out data (``docs/real_model.md``: on SmolLM2-135M's population
+  the paper's MLP has negative held-out Brier skill);
+* ``"mlp"``: the paper's two-layer MLPs (width 256, SiLU, layer normalisation) trained by Adam,
+  temperature on the newest quarter of a 2,048-label window (:class:`PrefixHeads`).
+
+Whatever the family, :class:`HeadTrainer` measures its held-out skill prequentially (each label
+is scored by the predictor in use *before* any fit has seen it) and exposes it as
+``HeadTrainer.skill_success`` (Brier skill) and ``HeadTrainer.skill_cost`` (R^2 of log cost).
+:func:`cross_fit_heads` fits heads on a stored population, cross-fitted by prompt.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,8 +37,19 @@ from torch import nn
 
 from pairht import calibration
 from pairht._validation import check_probabilities, check_shape
+from pairht.heads_fit import (
+    LinearProbe,
+    brier_skill,
+    fit_linear_probe,
+    group_folds,
+    log_cost_r2,
+)
 
-__all__ = ["HeadTrainer", "PrefixHeads"]
+__all__ = ["HEAD_KINDS", "CrossFit", "HeadTrainer", "PrefixHeads", "cross_fit_heads",
+           "score_norm_proxy"]
+
+#: Head families of :class:`HeadTrainer` (``head=``); the first is the default.
+HEAD_KINDS = ("linear", "mlp")
 
 # softplus(SOFTPLUS_ONE) = 1: the cost head starts by predicting exactly `cost_scale` tokens.
 SOFTPLUS_ONE = math.log(math.e - 1.0)
@@ -115,60 +142,106 @@ class PrefixHeads(nn.Module):
         return p_hat.cpu().numpy(), c_hat.double().cpu().numpy()
 
 
+def _probe_state(probe: LinearProbe | None) -> dict | None:
+    """A :class:`LinearProbe` as tensors and floats (``torch.load(weights_only=True)``-safe)."""
+    if probe is None:
+        return None
+    return {
+        f.name: (torch.from_numpy(np.array(v)) if isinstance(v, np.ndarray) else float(v))
+        for f in fields(probe)
+        for v in (getattr(probe, f.name),)
+    }
+
+
+def _probe_from_state(sd: dict | None) -> LinearProbe | None:
+    if sd is None:
+        return None
+    return LinearProbe(
+        **{k: v.numpy().copy() if isinstance(v, torch.Tensor) else float(v)
+           for k, v in sd.items()}
+    )
+
+
 class HeadTrainer:
-    r"""Trains :class:`PrefixHeads` on delayed, inverse-probability-weighted labels.
+    r"""Trains prefix heads on delayed, inverse-probability-weighted labels, and measures them.
 
     Each RL step: ``predict`` (heads frozen) -> allocation and design -> completion ->
     ``add`` (labels of the completed candidates, with their inclusion probabilities) ->
     ``update`` (PAIR paper, Algorithm 1, last line).
 
-    ``update`` runs ``steps_per_update`` Adam steps on minibatches of the replay window (the
-    newest ``replay`` labels) minimising
+    ``head="linear"`` (default): ``update`` refits the cross-validated L2 linear probe
+    (:func:`pairht.heads_fit.fit_linear_probe`) on the replay window, every label weighted by
+    ``w_b = 1 / pi_b``; the folds are contiguous blocks of the window (labels arrive a batch at
+    a time). Before the first update it predicts ``p_hat = 1/2``, ``c_hat = cost_scale``.
+
+    ``head="mlp"``: ``update`` runs ``steps_per_update`` Adam steps of :class:`PrefixHeads` on
+    minibatches of the replay window minimising
 
         L = mean_b (w_b / w_bar) (sigmoid(f(u_b)) - r_b)^2
           + mean_b (w_b / w_bar) [C_b > 0] (log c_hat_b - log C_b)^2,        w_b = 1 / pi_b,
 
-    the IPW losses of Eq. head-losses with ``w_bar`` the mean weight in the window (a constant,
-    so each minibatch is an unbiased estimate of the window loss up to one scale factor). Rows
-    whose prefix already ended carry a cost of 0 and train only the success head. It then fits
+    the IPW losses of Eq. head-losses with ``w_bar`` the mean weight in the window, then fits
     the temperature ``T`` on the newest quarter of the window
     (:func:`pairht.calibration.fit_temperature`).
+
+    Rows whose prefix already ended carry a cost of 0 and train only the success head.
+
+    **Held-out skill** (prequential, IPW-corrected). ``add`` scores every new label with the
+    predictor in use before appending it (no fit has seen it yet), against the constant
+    predictor of the labels already in the window (``p_bar``: IPW mean reward; ``c_bar``: IPW
+    geometric mean of the positive costs; the heads' own prior when the window is empty). Over
+    the window's labels that a fitted predictor scored (labels predicted by the untrained prior,
+    before the first update, or the second with ``lagged``, say nothing and are left out),
+
+        skill_success = 1 - sum_b w_b (p_hat_b - r_b)^2 / sum_b w_b (p_bar_b - r_b)^2
+        skill_cost    = 1 - sum_b w_b (log c_hat_b - log C_b)^2
+                            / sum_b w_b (log c_bar_b - log C_b)^2          (over C_b > 0),
+
+    read as :attr:`skill_success` and :attr:`skill_cost` (NaN until a label is scored). Positive:
+    the heads beat the constant on labels they had not seen; 0 or below: they do not help.
 
     Parameters
     ----------
     hidden_size : int
         Feature dimension (the policy's hidden size).
+    head : {"linear", "mlp"}
+        Head family (see above).
     width : int
-        MLP width (paper: 256).
+        MLP width (paper: 256); ``head="mlp"`` only.
     lr : float
-        Adam learning rate.
+        Adam learning rate; ``head="mlp"`` only.
     replay : int
         Replay window, in labels (paper: 2048).
     lagged : bool
         If True, ``predict`` uses the heads of the previous checkpoint (the heads as they were
         before the latest ``update``), to reduce adaptive overfitting.
     steps_per_update : int
-        Adam steps per ``update``.
+        Adam steps per ``update``; ``head="mlp"`` only.
     batch_size : int
-        Minibatch size (drawn without replacement from the window each step).
+        Minibatch size (drawn without replacement from the window each step); ``"mlp"`` only.
     cost_scale : float, optional
-        Token scale of the cost head (see :class:`PrefixHeads`). ``None``: the IPW mean of the
-        first cost labels seen by ``update``.
+        Prior cost prediction before the first update and token scale of the MLP cost head (see
+        :class:`PrefixHeads`). ``None``: the IPW mean of the first cost labels seen by
+        ``update``.
     temperature_fraction : float
-        Newest fraction of the window the temperature is fitted on (paper: 1/4).
+        Newest fraction of the window the MLP temperature is fitted on (paper: 1/4).
+    n_components : int or None
+        Principal directions the linear probe keeps (:func:`~pairht.heads_fit.fit_linear_probe`).
     device : str or torch.device
     seed : int
         Seeds head initialisation and minibatch draws (no global RNG is touched).
 
     Examples
     --------
-    >>> tr = HeadTrainer(8, width=16, steps_per_update=2)
-    >>> u = np.zeros((4, 8), dtype=np.float32)
+    >>> tr = HeadTrainer(8)
+    >>> u = np.random.default_rng(0).normal(size=(4, 8))
     >>> tr.add(u, rewards=[1.0, 0.0, 1.0, np.nan], costs=[120.0, 80.0, 100.0, np.nan],
     ...        pi=[0.5, 1.0, 1.0, 0.2], mask=[True, True, True, False])
     >>> metrics = tr.update()
-    >>> metrics["n_labels"], sorted(metrics)
-    (3, ['brier', 'cost_mape', 'ece', 'loss_c', 'loss_p', 'n_labels', 'n_new', 'temperature'])
+    >>> metrics["n_labels"], sorted(metrics)[:4]
+    (3, ['brier', 'cost_mape', 'ece', 'loss_c'])
+    >>> tr.skill_success      # these labels were predicted by the untrained prior
+    nan
     >>> p_hat, c_hat = tr.predict(u)
     >>> p_hat.shape, c_hat.dtype
     ((4,), dtype('float64'))
@@ -178,6 +251,7 @@ class HeadTrainer:
         self,
         hidden_size: int,
         *,
+        head: str = HEAD_KINDS[0],
         width: int = 256,
         lr: float = 1e-3,
         replay: int = 2048,
@@ -186,9 +260,12 @@ class HeadTrainer:
         batch_size: int = 256,
         cost_scale: float | None = None,
         temperature_fraction: float = 0.25,
+        n_components: int | None = 64,
         device: str | torch.device = "cpu",
         seed: int = 0,
     ):
+        if head not in HEAD_KINDS:
+            raise ValueError(f"head must be one of {HEAD_KINDS}; got head = {head!r}")
         if replay < 1:
             raise ValueError(f"replay must be >= 1 label; got replay = {replay}")
         if steps_per_update < 0 or batch_size < 1:
@@ -202,37 +279,97 @@ class HeadTrainer:
             )
         if not lr > 0:
             raise ValueError(f"lr must be > 0; got lr = {lr!r}")
+        if cost_scale is not None and not cost_scale > 0:
+            raise ValueError(f"cost_scale must be > 0 tokens; got cost_scale = {cost_scale!r}")
+        self.head = head
         self.hidden_size = int(hidden_size)
         self.replay = int(replay)
         self.lagged = bool(lagged)
         self.steps_per_update = int(steps_per_update)
         self.batch_size = int(batch_size)
         self.temperature_fraction = float(temperature_fraction)
+        self.n_components = n_components
         self.device = torch.device(device)
         self._fixed_cost_scale = cost_scale is not None
+        self._cost_scale = 1.0 if cost_scale is None else float(cost_scale)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.heads = PrefixHeads(hidden_size, width, 1.0 if cost_scale is None else cost_scale)
+            self.heads = PrefixHeads(hidden_size, width, self._cost_scale)
         self.heads.to(self.device)
         self.lagged_heads = copy.deepcopy(self.heads) if self.lagged else None
         self.optimizer = torch.optim.Adam(self.heads.parameters(), lr=lr)
         self.generator = torch.Generator().manual_seed(seed)
+        self.probe: LinearProbe | None = None
+        self.lagged_probe: LinearProbe | None = None
         self._features = torch.zeros((0, self.hidden_size), dtype=torch.float32)
         self._rewards = torch.zeros(0, dtype=torch.float64)
         self._costs = torch.zeros(0, dtype=torch.float64)
         self._pi = torch.zeros(0, dtype=torch.float64)
+        # prequential squared errors of each window label: heads, constant (success); same (cost)
+        self._held_out = torch.zeros((0, 4), dtype=torch.float64)
         self._n_new = 0
         self.n_updates = 0
 
     # ------------------------------------------------------------------ prediction
     @property
-    def predictor(self) -> PrefixHeads:
-        """The heads ``predict`` uses: the lagged copy if ``lagged``, else the current heads."""
-        return self.lagged_heads if self.lagged else self.heads
+    def predictor(self) -> Any:
+        """What ``predict`` uses: the lagged copy if ``lagged``, else the current heads (a
+        :class:`PrefixHeads` for ``head="mlp"``, a :class:`~pairht.heads_fit.LinearProbe` or
+        None before the first fit for ``head="linear"``)."""
+        if self.head == "mlp":
+            return self.lagged_heads if self.lagged else self.heads
+        return self.lagged_probe if self.lagged else self.probe
+
+    def _predict_with(self, predictor: Any, features) -> tuple[np.ndarray, np.ndarray]:
+        if self.head == "mlp":
+            return predictor.predict(features)
+        u = _as_features(features, self.hidden_size, "cpu").double().numpy()
+        if predictor is None:
+            shape = u.shape[:-1]
+            return np.full(shape, 0.5), np.full(shape, self._cost_scale)
+        return predictor.predict(u)
 
     def predict(self, features) -> tuple[np.ndarray, np.ndarray]:
         """``(p_hat, c_hat)`` float64 arrays of shape ``features.shape[:-1]``."""
-        return self.predictor.predict(features)
+        return self._predict_with(self.predictor, features)
+
+    # ------------------------------------------------------------------ skill
+    def _constant_reference(self) -> tuple[float, float]:
+        """The constant predictor of the labels now in the window (the prior if empty)."""
+        if self.n_labels == 0:
+            return 0.5, self._cost_scale
+        w = 1.0 / self._pi.numpy()
+        y, c = self._rewards.numpy(), self._costs.numpy()
+        p_bar = float(w @ y / w.sum())
+        pos = c > 0
+        c_bar = float(np.exp(w[pos] @ np.log(c[pos]) / w[pos].sum())) if pos.any() else (
+            self._cost_scale)
+        return p_bar, c_bar
+
+    def skill(self) -> dict[str, float]:
+        """``{"skill_success": ..., "skill_cost": ...}``: prequential held-out skill over the
+        replay window (see the class docstring); NaN where no label was scored by a fitted
+        predictor (or the reference error is 0)."""
+        h = self._held_out.numpy()
+        w = 1.0 / self._pi.numpy()
+        scored = np.isfinite(h[:, 0])
+        pos = scored & (self._costs.numpy() > 0)
+        out = {}
+        for key, (err, ref), rows in (("skill_success", (0, 1), scored),
+                                      ("skill_cost", (2, 3), pos)):
+            den = float(w[rows] @ h[rows, ref])
+            out[key] = math.nan if not den > 0 else 1.0 - float(w[rows] @ h[rows, err]) / den
+        return out
+
+    @property
+    def skill_success(self) -> float:
+        """Held-out Brier skill of the success head (prequential, IPW; NaN before labels)."""
+        return self.skill()["skill_success"]
+
+    @property
+    def skill_cost(self) -> float:
+        """Held-out R^2 of the cost head on log cost (prequential, IPW; NaN before labels)."""
+        return self.skill()["skill_cost"]
 
     # ------------------------------------------------------------------ labels
     @property
@@ -242,6 +379,9 @@ class HeadTrainer:
 
     def add(self, features, rewards, costs, pi, mask) -> None:
         """Append the labels of completed candidates to the replay window (newest last).
+
+        Each new label is first scored by the current predictor and by the constant reference
+        (for :meth:`skill`).
 
         Parameters
         ----------
@@ -275,10 +415,27 @@ class HeadTrainer:
                 k = tuple(int(i) for i in np.argwhere(bad)[0])
                 raise ValueError(f"{name} must be {rule}; {name}{list(k)} = {float(x[k])!r}")
         keep = torch.as_tensor(m.reshape(-1))
-        self._features = torch.cat([self._features, u.reshape(-1, self.hidden_size)[keep]])
-        self._rewards = torch.cat([self._rewards, torch.as_tensor(r.reshape(-1))[keep]])
-        self._costs = torch.cat([self._costs, torch.as_tensor(c.reshape(-1))[keep]])
+        new_u = u.reshape(-1, self.hidden_size)[keep]
+        new_r = torch.as_tensor(r.reshape(-1))[keep]
+        new_c = torch.as_tensor(c.reshape(-1))[keep]
+        # Labels predicted by the untrained prior measure nothing about the heads: NaN, skipped.
+        held_out = torch.full((int(keep.sum()), 4), math.nan, dtype=torch.float64)
+        if held_out.shape[0] and self.n_updates > int(self.lagged):
+            p_hat, c_hat = self.predict(new_u)
+            p_bar, c_bar = self._constant_reference()
+            y, cc = new_r.numpy(), new_c.numpy()
+            log_c = np.log(np.where(cc > 0, cc, 1.0))
+            held_out = torch.from_numpy(np.stack([
+                (p_hat - y) ** 2,
+                (p_bar - y) ** 2,
+                np.where(cc > 0, (np.log(np.maximum(c_hat, 1e-300)) - log_c) ** 2, 0.0),
+                np.where(cc > 0, (math.log(c_bar) - log_c) ** 2, 0.0),
+            ], axis=1))
+        self._features = torch.cat([self._features, new_u])
+        self._rewards = torch.cat([self._rewards, new_r])
+        self._costs = torch.cat([self._costs, new_c])
         self._pi = torch.cat([self._pi, torch.as_tensor(p.reshape(-1))[keep]])
+        self._held_out = torch.cat([self._held_out, held_out])
         self._n_new += int(keep.sum())
         if self.n_labels > self.replay:
             drop = self.n_labels - self.replay
@@ -286,13 +443,14 @@ class HeadTrainer:
             self._rewards = self._rewards[drop:]
             self._costs = self._costs[drop:]
             self._pi = self._pi[drop:]
+            self._held_out = self._held_out[drop:]
         self._n_new = min(self._n_new, self.n_labels)
 
     # ------------------------------------------------------------------ training
-    def _diagnostics(self, heads: PrefixHeads, sl: slice) -> dict[str, float]:
+    def _diagnostics(self, predictor: Any, sl: slice) -> dict[str, float]:
         if self._rewards[sl].numel() == 0:
             return {"brier": math.nan, "ece": math.nan, "cost_mape": math.nan}
-        p_hat, c_hat = heads.predict(self._features[sl])
+        p_hat, c_hat = self._predict_with(predictor, self._features[sl])
         y, c = self._rewards[sl].numpy(), self._costs[sl].numpy()
         w = 1.0 / self._pi[sl].numpy()
         pos = c > 0
@@ -318,8 +476,19 @@ class HeadTrainer:
         loss_c = (w * pos * log_err**2).mean()
         return loss_p, loss_c
 
+    def _probe_losses(self, w_bar: float) -> tuple[float, float]:
+        """The IPW losses of the class docstring for the linear probe, over the whole window."""
+        y, c = self._rewards.numpy(), self._costs.numpy()
+        w = 1.0 / (self._pi.numpy() * w_bar)
+        u = self._features.double().numpy()
+        p = 1.0 / (1.0 + np.exp(-self.probe.logits(u)))
+        _, c_hat = self.probe.predict(u)
+        pos = c > 0
+        log_err = np.where(pos, np.log(c_hat) - np.log(np.where(pos, c, 1.0)), 0.0)
+        return float(np.mean(w * (p - y) ** 2)), float(np.mean(w * log_err**2))
+
     def update(self) -> dict[str, float]:
-        """Train on the replay window, refit the temperature, and return diagnostics.
+        """Train on the replay window and return diagnostics.
 
         Returns
         -------
@@ -327,12 +496,13 @@ class HeadTrainer:
             ``brier``, ``ece`` (15 equal-mass bins), ``cost_mape``: IPW-weighted, on the labels
             added since the previous update, scored by the predictor that was in use when they
             were predicted (out of sample: it had not seen them);
+            ``skill_success``, ``skill_cost``: :meth:`skill` over the window (held out);
             ``loss_p``, ``loss_c``: IPW losses over the whole window after training;
             ``temperature``; ``n_labels`` (window size); ``n_new`` (labels since last update).
         """
         n = self.n_labels
         n_new = self._n_new
-        metrics = self._diagnostics(self.predictor, slice(n - n_new, n))
+        metrics = {**self._diagnostics(self.predictor, slice(n - n_new, n)), **self.skill()}
         if n == 0:
             return {
                 **metrics,
@@ -345,14 +515,37 @@ class HeadTrainer:
         pos = self._costs > 0
         if not self._fixed_cost_scale and pos.any():
             w = 1.0 / self._pi[pos]
-            scale = float((w * self._costs[pos]).sum() / w.sum())
-            self.heads.cost_scale.fill_(scale)
+            self._cost_scale = float((w * self._costs[pos]).sum() / w.sum())
+            self.heads.cost_scale.fill_(self._cost_scale)
             if self.lagged_heads is not None:
-                self.lagged_heads.cost_scale.fill_(scale)
+                self.lagged_heads.cost_scale.fill_(self._cost_scale)
             self._fixed_cost_scale = True
-        before = copy.deepcopy(self.heads.state_dict()) if self.lagged else None
-
         w_bar = float((1.0 / self._pi).mean())
+        if self.head == "linear":
+            fitted = fit_linear_probe(
+                self._features.double().numpy(), self._rewards.numpy(), self._costs.numpy(),
+                1.0 / self._pi.numpy(), n_components=self.n_components,
+            )
+            if self.lagged:
+                self.lagged_probe = self.probe
+            self.probe = fitted
+            loss_p, loss_c = self._probe_losses(w_bar)
+            temperature = fitted.temperature
+        else:
+            loss_p, loss_c, temperature = self._update_mlp(n, w_bar)
+        self._n_new = 0
+        self.n_updates += 1
+        return {
+            **metrics,
+            "loss_p": float(loss_p),
+            "loss_c": float(loss_c),
+            "temperature": float(temperature),
+            "n_labels": n,
+            "n_new": n_new,
+        }
+
+    def _update_mlp(self, n: int, w_bar: float) -> tuple[float, float, float]:
+        before = copy.deepcopy(self.heads.state_dict()) if self.lagged else None
         self.heads.train()
         for _ in range(self.steps_per_update):
             idx = torch.randperm(n, generator=self.generator)[: self.batch_size]
@@ -378,56 +571,237 @@ class HeadTrainer:
             loss_p, loss_c = self._losses(torch.arange(n), w_bar)
         if before is not None:
             self.lagged_heads.load_state_dict(before)
-        self._n_new = 0
-        self.n_updates += 1
-        return {
-            **metrics,
-            "loss_p": float(loss_p),
-            "loss_c": float(loss_c),
-            "temperature": float(temperature),
-            "n_labels": n,
-            "n_new": n_new,
-        }
+        return float(loss_p), float(loss_c), temperature
 
     # ------------------------------------------------------------------ checkpointing
     def state_dict(self) -> dict:
-        """Everything ``update`` and ``predict`` depend on: heads, lagged copy, optimizer, replay
-        window, minibatch RNG and counters (tensors and Python scalars only, so
-        ``torch.load(weights_only=True)`` reads it)."""
+        """Everything ``update`` and ``predict`` depend on: heads (MLP or probe), lagged copy,
+        optimizer, replay window with its held-out scores, minibatch RNG and counters (tensors
+        and Python scalars only, so ``torch.load(weights_only=True)`` reads it)."""
         return {
+            "head": self.head,
             "heads": copy.deepcopy(self.heads.state_dict()),
             "lagged_heads": (
                 copy.deepcopy(self.lagged_heads.state_dict())
                 if self.lagged_heads is not None
                 else None
             ),
+            "probe": _probe_state(self.probe),
+            "lagged_probe": _probe_state(self.lagged_probe),
             "optimizer": copy.deepcopy(self.optimizer.state_dict()),
             "features": self._features.clone(),
             "rewards": self._rewards.clone(),
             "costs": self._costs.clone(),
             "pi": self._pi.clone(),
+            "held_out": self._held_out.clone(),
             "n_new": self._n_new,
             "n_updates": self.n_updates,
             "fixed_cost_scale": self._fixed_cost_scale,
+            "cost_scale": self._cost_scale,
             "generator": self.generator.get_state(),
         }
 
     def load_state_dict(self, sd: dict) -> None:
-        """Restore a :meth:`state_dict` (same hidden size, width and ``lagged`` setting)."""
+        """Restore a :meth:`state_dict` (same hidden size, head family, width and ``lagged``)."""
         if (sd["lagged_heads"] is not None) != self.lagged:
             raise ValueError(
                 f"state_dict was saved with lagged = {sd['lagged_heads'] is not None}, but this "
                 f"trainer has lagged = {self.lagged}"
             )
+        saved_head = sd.get("head", "mlp")  # states written before head= existed are MLPs
+        if saved_head != self.head:
+            raise ValueError(
+                f"state_dict was saved with head = {saved_head!r}, but this trainer has "
+                f"head = {self.head!r}"
+            )
         self.heads.load_state_dict(sd["heads"])
         if self.lagged_heads is not None:
             self.lagged_heads.load_state_dict(sd["lagged_heads"])
+        self.probe = _probe_from_state(sd.get("probe"))
+        self.lagged_probe = _probe_from_state(sd.get("lagged_probe"))
         self.optimizer.load_state_dict(sd["optimizer"])
         self._features = sd["features"].clone()
         self._rewards = sd["rewards"].clone()
         self._costs = sd["costs"].clone()
         self._pi = sd["pi"].clone()
+        # Older states have no held-out scores: their labels are left out of the skill.
+        self._held_out = (
+            sd["held_out"].clone() if "held_out" in sd
+            else torch.full((self._rewards.numel(), 4), math.nan, dtype=torch.float64)
+        )
         self._n_new = int(sd["n_new"])
         self.n_updates = int(sd["n_updates"])
         self._fixed_cost_scale = bool(sd["fixed_cost_scale"])
+        self._cost_scale = float(sd.get("cost_scale", float(self.heads.cost_scale)))
         self.generator.set_state(sd["generator"])
+
+
+# ---------------------------------------------------------------------- stored populations
+def score_norm_proxy(prefix_len, c_hat, finished) -> np.ndarray:
+    r"""``m_hat = sqrt(L + [not finished] c_hat)``: a score-norm prediction from length.
+
+    A sequence score is a sum of per-token terms, so its squared norm (the score energy) grows
+    with the sequence length; ``m_hat^2`` is the predicted total generated length: the prefix
+    tokens ``L`` plus, if the prefix has not ended, the predicted suffix ``c_hat``. Input of
+    the length-scaled edge proxy ``a_ij = d_ij (m_i^2 + m_j^2) / 4`` (issue 14).
+
+    Examples
+    --------
+    >>> score_norm_proxy([32, 20], [68.0, 5.0], [False, True]).tolist()
+    [10.0, 4.47213595499958]
+    """
+    L = np.asarray(prefix_len, dtype=np.float64)
+    c = np.asarray(c_hat, dtype=np.float64)
+    f = np.asarray(finished, dtype=bool)
+    return np.sqrt(L + np.where(f, 0.0, c))
+
+
+@dataclass(frozen=True)
+class CrossFit:
+    """Out-of-fold head predictions on a population and their held-out skill.
+
+    ``p_hat``, ``c_hat``, ``m_hat`` are ``(P, G)``; every prompt's values come from heads fitted
+    on the other folds' prompts. ``skill_success = 1 - brier / brier_const`` and
+    ``skill_cost = 1 - log_mse / log_mse_const`` (over unfinished candidates), with the constant
+    fitted on the same training folds. ``n_train`` is the mean number of training labels per
+    fold.
+
+    What an allocation inside a group can use is the *within-prompt* part:
+    ``within_success = 1 - sum (dp_i - dr_i)^2 / sum dr_i^2`` with ``dp_i = p_hat_i - mean_q
+    p_hat``, ``dr_i = r_i - mean_q r`` (deviations from the prompt's mean), and
+    ``within_cost`` the same on log suffix length over unfinished candidates (prompts with at
+    least two). 0 for any predictor constant within a prompt.
+    """
+
+    p_hat: np.ndarray
+    c_hat: np.ndarray
+    m_hat: np.ndarray
+    kind: str
+    folds: int
+    n_train: float
+    brier: float
+    brier_const: float
+    skill_success: float
+    log_mse: float
+    log_mse_const: float
+    skill_cost: float
+    within_success: float
+    within_cost: float
+
+
+def _population_finished(population: Any) -> np.ndarray:
+    f = getattr(population, "finished", None)
+    if f is None:
+        f = population.meta.get("finished")
+    if f is None:
+        return np.zeros(population.rewards.shape, dtype=bool)
+    return np.asarray(f, dtype=bool).reshape(population.rewards.shape)
+
+
+def cross_fit_heads(
+    population: Any,
+    features,
+    *,
+    finished=None,
+    folds: int = 4,
+    kind: str = "linear",
+    seed: int = 0,
+    mlp_updates: int = 8,
+    **options: Any,
+) -> CrossFit:
+    r"""Fit prefix heads on a stored population, cross-fitted by prompt.
+
+    The prompts are dealt into ``folds`` groups (:func:`pairht.heads_fit.group_folds`); each
+    group's predictions come from heads fitted on the others, so every ``p_hat``, ``c_hat`` is
+    out of fold, as the audit needs (heads never see the rewards they allocate on).
+
+    Parameters
+    ----------
+    population : pairht.audit.population.Population
+        Rewards (in [0, 1]), realised suffix tokens ``costs`` and ``prefix_len``.
+    features : (P, G, H) array
+        Prefix features of every candidate at the population's checkpoint.
+    finished : (P, G) bool array, optional
+        Whose prefix already ended (no suffix: success label only). Default: the population's
+        ``finished`` field or ``meta["finished"]`` if present, else none.
+    folds : int >= 2
+    kind : {"linear", "mlp", "constant"}
+        ``"linear"``: :func:`pairht.heads_fit.fit_linear_probe` (``options`` are passed on);
+        ``"mlp"``: :class:`HeadTrainer` with ``head="mlp"`` (``options``: its keywords), trained
+        for ``mlp_updates`` updates; ``"constant"``: the training folds' IPW mean reward and
+        geometric mean cost.
+    seed : int
+        Fold assignment and MLP initialisation.
+
+    Returns
+    -------
+    CrossFit
+        with ``m_hat = score_norm_proxy(prefix_len, c_hat, finished)``.
+    """
+    kinds = ("linear", "mlp", "constant")
+    if kind not in kinds:
+        raise ValueError(f"kind must be one of {kinds}; got kind = {kind!r}")
+    r = np.asarray(population.rewards, dtype=np.float64)
+    P, G = r.shape
+    u = np.asarray(features, dtype=np.float64)
+    if u.ndim != 3 or u.shape[:2] != (P, G):
+        raise ValueError(f"features must have shape (P, G, H) = ({P}, {G}, H); got {u.shape}")
+    if ((r < 0) | (r > 1)).any():
+        raise ValueError("population.rewards must lie in [0, 1] to train a success head")
+    fin = _population_finished(population) if finished is None else np.asarray(finished, bool)
+    if fin.shape != (P, G):
+        raise ValueError(f"finished must have shape ({P}, {G}); got {fin.shape}")
+    cost = np.where(fin, 0.0, np.asarray(population.costs, dtype=np.float64))
+    fold = group_folds(np.repeat(np.arange(P), G), folds, rng=seed).reshape(P, G)
+    p_hat, c_hat = np.zeros((P, G)), np.zeros((P, G))
+    p_ref, c_ref = np.zeros((P, G)), np.zeros((P, G))
+    n_train = []
+    for f in range(folds):
+        tr, te = fold != f, fold == f
+        uf, yf, cf = u[tr], r[tr], cost[tr]
+        n_train.append(int(tr.sum()))
+        pos = cf > 0
+        p_ref[te] = yf.mean()
+        c_ref[te] = np.exp(np.log(cf[pos]).mean()) if pos.any() else 1.0
+        if kind == "constant":
+            p_hat[te], c_hat[te] = p_ref[te], c_ref[te]
+        elif kind == "linear":
+            probe = fit_linear_probe(uf, yf, cf, groups=np.nonzero(tr)[0], rng=seed,
+                                     **options)
+            p_hat[te], c_hat[te] = probe.predict(u[te])
+        else:
+            ht = HeadTrainer(u.shape[2], head="mlp", seed=seed, **options)
+            ht.add(uf, yf, cf, np.ones(len(yf)), np.ones(len(yf), dtype=bool))
+            for _ in range(mlp_updates):
+                ht.update()
+            p_hat[te], c_hat[te] = ht.predict(u[te])
+    unf = ~fin & (cost > 0)
+    brier = float(np.mean((p_hat - r) ** 2))
+    brier_const = float(np.mean((p_ref - r) ** 2))
+    lc = np.log(np.where(unf, cost, 1.0))
+    log_mse = float(np.mean((np.log(c_hat[unf]) - lc[unf]) ** 2)) if unf.any() else math.nan
+    log_mse_const = (float(np.mean((np.log(c_ref[unf]) - lc[unf]) ** 2)) if unf.any()
+                     else math.nan)
+    dr = r - r.mean(1, keepdims=True)
+    dp = p_hat - p_hat.mean(1, keepdims=True)
+    within_success = (1.0 - float(((dp - dr) ** 2).sum()) / float((dr**2).sum())
+                      if (dr**2).sum() > 0 else math.nan)
+    num = den = 0.0
+    for q in range(P):
+        m = unf[q]
+        if m.sum() >= 2:
+            dl = lc[q, m] - lc[q, m].mean()
+            dh = np.log(c_hat[q, m]) - np.log(c_hat[q, m]).mean()
+            num += float(((dh - dl) ** 2).sum())
+            den += float((dl**2).sum())
+    within_cost = 1.0 - num / den if den > 0 else math.nan
+    return CrossFit(
+        p_hat=p_hat, c_hat=c_hat,
+        m_hat=score_norm_proxy(population.prefix_len, c_hat, fin),
+        kind=kind, folds=int(folds), n_train=float(np.mean(n_train)),
+        brier=brier, brier_const=brier_const,
+        skill_success=brier_skill(p_hat, r, p_ref),
+        log_mse=log_mse, log_mse_const=log_mse_const,
+        skill_cost=(log_cost_r2(c_hat[unf], cost[unf], c_ref[unf]) if unf.any() else math.nan),
+        within_success=within_success, within_cost=within_cost,
+    )

@@ -13,6 +13,11 @@ from pairht.calibration import fit_temperature
 from pairht_trl.heads import HeadTrainer, PrefixHeads
 
 
+def _mlp(*args, **kwargs):
+    """The paper's MLP heads (``head="mlp"``), which the tests below pin down."""
+    return HeadTrainer(*args, head="mlp", **kwargs)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _one_torch_thread():
     # Small matrices: extra intra-op threads only add synchronisation on a loaded machine.
@@ -77,7 +82,7 @@ def test_heads_predict_applies_temperature_and_softplus():
 
 def test_ipw_losses_equal_hand_computed_values():
     # Untrained heads predict p = 1/2 and c = cost_scale = 100 for every row.
-    tr = HeadTrainer(4, width=8, steps_per_update=0, cost_scale=100.0)
+    tr = _mlp(4, width=8, steps_per_update=0, cost_scale=100.0)
     u = np.zeros((5, 4), dtype=np.float32)
     r = np.array([1.0, 0.0, 0.3, 0.9, np.nan])
     c = np.array([100 * math.e, 100.0, 100 / math.e**2, 0.0, np.nan])
@@ -99,7 +104,7 @@ def test_ipw_losses_equal_hand_computed_values():
 
 
 def test_cost_scale_defaults_to_the_ipw_mean_cost():
-    tr = HeadTrainer(4, width=8, steps_per_update=0)
+    tr = _mlp(4, width=8, steps_per_update=0)
     tr.add(np.zeros((3, 4)), [1.0, 0.0, 1.0], [30.0, 90.0, 0.0], [0.5, 1.0, 1.0], [True] * 3)
     tr.update()
     # (2 * 30 + 1 * 90) / 3; the zero-cost row carries no cost label
@@ -111,7 +116,7 @@ def test_cost_scale_defaults_to_the_ipw_mean_cost():
 
 def test_heads_learn_a_separable_signal():
     rng = np.random.default_rng(0)
-    tr = HeadTrainer(8, width=64, lr=3e-3, steps_per_update=40, batch_size=128, seed=1)
+    tr = _mlp(8, width=64, lr=3e-3, steps_per_update=40, batch_size=128, seed=1)
     metrics = []
     for _ in range(12):
         u, r, c, pi, mask = _toy_round(rng)
@@ -130,7 +135,7 @@ def test_heads_learn_a_separable_signal():
 
 def test_temperature_is_fitted_on_the_newest_quarter_and_reduces_nll():
     rng = np.random.default_rng(1)
-    tr = HeadTrainer(4, width=8, steps_per_update=0, cost_scale=10.0, seed=0)
+    tr = _mlp(4, width=8, steps_per_update=0, cost_scale=10.0, seed=0)
     # An overconfident success head: labels are drawn from sigmoid(z / 6) for its logits z.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -154,7 +159,7 @@ def test_temperature_is_fitted_on_the_newest_quarter_and_reduces_nll():
 def test_a_single_class_window_keeps_the_previous_temperature():
     """All-zero labels make the likelihood monotone in 1/T: no fit (it would run to T = 0.05)."""
     rng = np.random.default_rng(2)
-    tr = HeadTrainer(4, width=8, steps_per_update=0, cost_scale=10.0, seed=0)
+    tr = _mlp(4, width=8, steps_per_update=0, cost_scale=10.0, seed=0)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         torch.nn.init.normal_(tr.heads.success[-1].weight, std=3.0)
@@ -172,7 +177,7 @@ def test_a_single_class_window_keeps_the_previous_temperature():
 
 
 def test_replay_window_keeps_the_newest_labels():
-    tr = HeadTrainer(3, width=8, replay=2048)
+    tr = _mlp(3, width=8, replay=2048)
     ids = np.arange(3000)
     for chunk in np.array_split(ids, 7):
         mask = chunk % 5 != 0  # unselected rows never enter the window
@@ -188,8 +193,8 @@ def test_lagged_predictor_uses_the_previous_checkpoint():
     rng = np.random.default_rng(2)
     rounds = [_toy_round(rng, hidden=6) for _ in range(3)]
     probe = rng.normal(size=(20, 6))
-    now = HeadTrainer(6, width=16, steps_per_update=5, seed=3, cost_scale=40.0)
-    lag = HeadTrainer(6, width=16, steps_per_update=5, seed=3, cost_scale=40.0, lagged=True)
+    now = _mlp(6, width=16, steps_per_update=5, seed=3, cost_scale=40.0)
+    lag = _mlp(6, width=16, steps_per_update=5, seed=3, cost_scale=40.0, lagged=True)
     previous = now.predict(probe)
     for data in rounds:
         for tr in (now, lag):
@@ -205,7 +210,7 @@ def test_lagged_predictor_uses_the_previous_checkpoint():
 def test_state_dict_round_trip_gives_identical_predictions_and_next_update(lagged):
     rng = np.random.default_rng(4)
     kw = dict(width=16, steps_per_update=6, batch_size=32, lagged=lagged)
-    a = HeadTrainer(6, seed=5, **kw)
+    a = _mlp(6, seed=5, **kw)
     for _ in range(2):
         a.add(*_toy_round(rng, hidden=6))
         a.update()
@@ -213,7 +218,7 @@ def test_state_dict_round_trip_gives_identical_predictions_and_next_update(lagge
     buf = io.BytesIO()
     torch.save(a.state_dict(), buf)
     buf.seek(0)
-    b = HeadTrainer(6, seed=123, **kw)  # different init and RNG, all overwritten
+    b = _mlp(6, seed=123, **kw)  # different init and RNG, all overwritten
     b.load_state_dict(torch.load(buf, weights_only=True))
     probe = rng.normal(size=(10, 6))
     for x, y in zip(a.predict(probe), b.predict(probe)):
@@ -225,9 +230,9 @@ def test_state_dict_round_trip_gives_identical_predictions_and_next_update(lagge
 
 
 def test_load_state_dict_rejects_a_different_lag_setting():
-    sd = HeadTrainer(4, width=8, lagged=True).state_dict()
+    sd = _mlp(4, width=8, lagged=True).state_dict()
     with pytest.raises(ValueError, match="lagged = True"):
-        HeadTrainer(4, width=8).load_state_dict(sd)
+        _mlp(4, width=8).load_state_dict(sd)
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -255,7 +260,7 @@ def test_load_state_dict_rejects_a_different_lag_setting():
 )
 def test_add_rejects_bad_labels(args, match):
     with pytest.raises(ValueError, match=match):
-        HeadTrainer(4, width=8).add(*args)
+        _mlp(4, width=8).add(*args)
 
 
 @pytest.mark.parametrize(
@@ -269,4 +274,230 @@ def test_add_rejects_bad_labels(args, match):
 )
 def test_bad_trainer_arguments_raise(kw, match):
     with pytest.raises(ValueError, match=match):
-        HeadTrainer(4, width=8, **kw)
+        _mlp(4, width=8, **kw)
+
+
+# ----------------------------------------------------------------------------- linear probe
+
+
+def test_logistic_fit_is_the_penalised_optimum():
+    from scipy.optimize import minimize
+
+    from pairht.heads_fit import fit_logistic
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(80, 6))
+    y = (rng.random(80) < 1 / (1 + np.exp(-X[:, 0]))).astype(float)
+    w = rng.uniform(1.0, 4.0, 80)
+    lam = 0.05
+    a, b = fit_logistic(X, y, w, lam)
+
+    def objective(theta):
+        z = X @ theta[:6] + theta[6]
+        return w @ (np.logaddexp(0, z) - y * z) / w.sum() + 0.5 * lam * theta[:6] @ theta[:6]
+
+    ref = minimize(objective, np.zeros(7), method="BFGS", options={"gtol": 1e-12}).x
+    # Newton converges quadratically; BFGS to gtol 1e-12: both at the unique optimum.
+    np.testing.assert_allclose(np.append(a, b), ref, atol=1e-6)
+
+
+def test_ridge_path_solves_the_weighted_normal_equations():
+    from pairht.heads_fit import fit_ridge
+
+    rng = np.random.default_rng(6)
+    X, t, w = rng.normal(size=(40, 5)), rng.normal(size=40), rng.uniform(0.5, 2.0, 40)
+    for lam, (a, b) in zip([1e-3, 0.3], fit_ridge(X, t, w, [1e-3, 0.3])):
+        # d/d(a, b) of sum w (t - Xa - b)^2 / sum w + lam ||a||^2 = 0, solved directly
+        X1 = np.hstack([X, np.ones((40, 1))])
+        A = X1.T @ (X1 * (w / w.sum())[:, None]) + np.diag([lam] * 5 + [0.0])
+        ref = np.linalg.solve(A, X1.T @ (w / w.sum() * t))
+        np.testing.assert_allclose(np.append(a, b), ref, rtol=1e-9, atol=1e-12)
+
+
+def test_group_folds_never_split_a_group():
+    from pairht.heads_fit import group_folds
+
+    groups = np.repeat(np.arange(10), 7)
+    f = group_folds(groups, 4, rng=1)
+    for g in range(10):
+        assert np.unique(f[groups == g]).size == 1
+    assert sorted(np.unique(f).tolist()) == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="n_folds must be <= the number of groups"):
+        group_folds([0, 0, 1], 3)
+
+
+def _signal_round(rng, n, hidden=64, noise=1.0):
+    """Success drawn from a logistic model on a few feature directions; log-normal cost."""
+    u = rng.normal(size=(n, hidden))
+    logit = 1.5 * u[:, 0] - 1.0 * u[:, 1] + 0.5 * u[:, 2]
+    r = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(float)
+    c = 50.0 * np.exp(0.6 * u[:, 3] + 0.3 * noise * rng.normal(size=n))
+    return u, r, c
+
+
+def test_linear_heads_beat_the_constant_on_held_out_data_with_few_labels():
+    rng = np.random.default_rng(7)
+    tr = HeadTrainer(64)
+    for _ in range(5):  # 5 x 64 = 320 labels, all observed (pi = 1)
+        u, r, c = _signal_round(rng, 64)
+        tr.add(u, r, c, np.ones(64), np.ones(64, dtype=bool))
+        tr.update()
+    u, r, c = _signal_round(np.random.default_rng(70), 2000)
+    p_hat, c_hat = tr.predict(u)
+    from pairht.heads_fit import brier_skill, log_cost_r2
+
+    # Bayes Brier skill of this model is about 0.35; log-cost R^2 about 0.8.
+    assert brier_skill(p_hat, r, np.full(2000, r.mean())) > 0.25
+    assert log_cost_r2(c_hat, c, np.full(2000, np.exp(np.log(c).mean()))) > 0.6
+    # The prequential estimate saw the same: labels scored before any fit had seen them.
+    assert tr.skill_success > 0.1 and tr.skill_cost > 0.4
+
+
+def test_prequential_skill_equals_its_formula():
+    rng = np.random.default_rng(8)
+    tr = HeadTrainer(16, cost_scale=40.0)
+    u1, r1, c1 = _signal_round(rng, 48, hidden=16)
+    c1[:5] = 0.0  # finished prefixes: success labels only
+    pi1 = rng.uniform(0.3, 1.0, 48)
+    tr.add(u1, r1, c1, pi1, np.ones(48, dtype=bool))
+    # Labels predicted by the untrained prior say nothing about the heads: no skill yet.
+    assert math.isnan(tr.skill_success) and math.isnan(tr.skill_cost)
+    tr.update()
+    u2, r2, c2 = _signal_round(rng, 32, hidden=16)
+    pi2 = rng.uniform(0.3, 1.0, 32)
+    mask2 = rng.random(32) < 0.8
+    p2, ch2 = tr.predict(u2)
+    w1, w2 = 1 / pi1, 1 / pi2[mask2]
+    p_bar = w1 @ r1 / w1.sum()
+    pos1 = c1 > 0
+    c_bar = np.exp(w1[pos1] @ np.log(c1[pos1]) / w1[pos1].sum())
+    tr.add(u2, r2, c2, pi2, mask2)
+    # scored rows: the selected rows of batch 2 only (batch 1 met the untrained prior)
+    y2, cc2, ph, chh = r2[mask2], c2[mask2], p2[mask2], ch2[mask2]
+    num = w2 @ (ph - y2) ** 2
+    den = w2 @ (p_bar - y2) ** 2
+    assert tr.skill_success == pytest.approx(1 - num / den, rel=1e-12)
+    num_c = w2 @ (np.log(chh) - np.log(cc2)) ** 2
+    den_c = w2 @ (np.log(c_bar) - np.log(cc2)) ** 2
+    assert tr.skill_cost == pytest.approx(1 - num_c / den_c, rel=1e-12)
+    metrics = tr.update()
+    assert metrics["skill_success"] == tr.skill_success
+    assert metrics["skill_cost"] == tr.skill_cost
+
+
+def test_skill_of_heads_on_pure_noise_features_is_not_positive():
+    rng = np.random.default_rng(9)
+    tr = HeadTrainer(64)
+    for _ in range(6):
+        u = rng.normal(size=(64, 64))
+        r = (rng.random(64) < 0.3).astype(float)
+        c = 50.0 * np.exp(rng.normal(size=64))
+        tr.add(u, r, c, np.ones(64), np.ones(64, dtype=bool))
+        tr.update()
+    # No signal: cross-validated shrinkage keeps the probe at (about) the constant, and the
+    # prequential skill says the heads do not help.
+    assert tr.skill_success < 0.02 and tr.skill_cost < 0.02
+
+
+@pytest.mark.parametrize("lagged", [False, True])
+def test_linear_state_dict_round_trip_gives_identical_predictions_and_skill(lagged):
+    rng = np.random.default_rng(10)
+    a = HeadTrainer(12, lagged=lagged)
+    for _ in range(2):
+        a.add(*_toy_round(rng, hidden=12))
+        a.update()
+    a.add(*_toy_round(rng, hidden=12))
+    buf = io.BytesIO()
+    torch.save(a.state_dict(), buf)
+    buf.seek(0)
+    b = HeadTrainer(12, lagged=lagged)
+    b.load_state_dict(torch.load(buf, weights_only=True))
+    probe = rng.normal(size=(10, 12))
+    for x, y in zip(a.predict(probe), b.predict(probe)):
+        np.testing.assert_array_equal(x, y)
+    assert a.skill() == b.skill()
+    assert a.update() == pytest.approx(b.update(), rel=0, abs=0, nan_ok=True)
+
+
+def test_load_state_dict_rejects_another_head_family():
+    with pytest.raises(ValueError, match="head = 'mlp'"):
+        HeadTrainer(4).load_state_dict(_mlp(4, width=8).state_dict())
+    with pytest.raises(ValueError, match="head must be one of"):
+        HeadTrainer(4, head="forest")
+
+
+# ----------------------------------------------------------------------------- cross-fitting
+
+
+def _population_with_features(P=12, G=8, hidden=16, seed=11):
+    from pairht.audit.population import Population
+
+    rng = np.random.default_rng(seed)
+    u, r, c = _signal_round(rng, P * G, hidden=hidden)
+    finished = rng.random(P * G) < 0.25
+    pop = Population(
+        p_hat=np.full((P, G), 0.5), c_hat=np.ones((P, G)), rewards=r.reshape(P, G),
+        costs=np.where(finished, 1.0, np.maximum(c, 1.0)).reshape(P, G),
+        prefix_len=np.full((P, G), 8), scores=rng.normal(size=(P, G, 3)),
+    )
+    return pop, u.reshape(P, G, hidden), finished.reshape(P, G)
+
+
+@pytest.mark.parametrize("kind", ["linear", "constant"])
+def test_cross_fit_predictions_are_out_of_fold(kind):
+    from pairht.audit.population import Population
+    from pairht.heads_fit import group_folds
+    from pairht_trl.heads import cross_fit_heads
+
+    pop, u, fin = _population_with_features()
+    fit = cross_fit_heads(pop, u, finished=fin, folds=3, kind=kind)
+    # Flip every reward and cost of fold 0's prompts: fold 0's predictions must not move.
+    fold = group_folds(np.repeat(np.arange(12), 8), 3, rng=0).reshape(12, 8)[:, 0]
+    r = pop.rewards.copy()
+    r[fold == 0] = 1 - r[fold == 0]
+    costs = pop.costs.copy()
+    costs[fold == 0] *= 7.0
+    flipped = Population(p_hat=pop.p_hat, c_hat=pop.c_hat, rewards=r, costs=costs,
+                         prefix_len=pop.prefix_len, scores=pop.scores)
+    fit2 = cross_fit_heads(flipped, u, finished=fin, folds=3, kind=kind)
+    np.testing.assert_array_equal(fit.p_hat[fold == 0], fit2.p_hat[fold == 0])
+    np.testing.assert_array_equal(fit.c_hat[fold == 0], fit2.c_hat[fold == 0])
+    assert not np.array_equal(fit.p_hat[fold != 0], fit2.p_hat[fold != 0])
+
+
+def test_cross_fit_constant_has_zero_skill_and_linear_finds_the_signal():
+    from pairht_trl.heads import cross_fit_heads, score_norm_proxy
+
+    pop, u, fin = _population_with_features(P=40, G=8)
+    const = cross_fit_heads(pop, u, finished=fin, folds=4, kind="constant")
+    assert const.skill_success == 0.0 and const.skill_cost == 0.0
+    assert const.within_success == 0.0 and const.within_cost == 0.0
+    lin = cross_fit_heads(pop, u, finished=fin, folds=4, kind="linear")
+    assert lin.skill_success > 0.15 and lin.skill_cost > 0.5
+    # the signal here is per candidate (no prompt effect), so it is all within prompts
+    assert lin.within_success > 0.1 and lin.within_cost > 0.4
+    np.testing.assert_array_equal(lin.m_hat, score_norm_proxy(pop.prefix_len, lin.c_hat, fin))
+    assert lin.n_train == 30 * 8
+
+
+def test_collect_population_marks_finished_prefixes_and_writes_m_hat(tmp_path):
+    from pair_helpers import RecordingReward, make_trainer
+
+    from pairht_trl.audit_mode import collect_population
+    from pairht_trl.heads import score_norm_proxy
+
+    reward = RecordingReward()
+    trainer = make_trainer(tmp_path, reward=reward, num_generations=4,
+                           per_device_train_batch_size=8)
+    pop = collect_population(trainer, [dict(trainer.train_dataset[i]) for i in range(4)])
+    lengths = np.array([len(ids) for ids in reward.seen]).reshape(4, 4)
+    eos = set(trainer.generation_backend.eos_token_ids.tolist())
+    ended = np.array([ids[-1] in eos for ids in reward.seen]).reshape(4, 4)
+    # finished <=> the completion ended (EOS) inside the prefix: nothing left to generate
+    np.testing.assert_array_equal(pop.finished, ended & (lengths == pop.prefix_len))
+    assert pop.finished.any() and not pop.finished.all()  # both kinds occur in this toy
+    # Finished candidates keep the heads' (positive) c_hat, no 1e-6 sentinel.
+    assert np.all(pop.c_hat > 1e-3)
+    np.testing.assert_array_equal(
+        pop.m_hat, score_norm_proxy(pop.prefix_len, pop.c_hat, pop.finished)
+    )

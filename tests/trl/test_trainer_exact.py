@@ -30,6 +30,7 @@ RTOL = 1e-9
 
 def _spread_heads(trainer, seed: int = 0) -> None:
     """Give the (real) prefix heads varied predictions so pi differs across candidates."""
+    trainer.head_trainer.head = "mlp"  # the paper's MLP heads (default: linear probe, unfitted)
     gen = torch.Generator().manual_seed(seed)
     for head in (trainer.head_trainer.heads.success, trainer.head_trainer.heads.cost):
         last = head[-1]
