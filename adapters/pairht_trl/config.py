@@ -56,6 +56,13 @@ def edge_proxies() -> tuple[str, ...]:
     return tuple(PROXY_KINDS)
 
 
+def head_kinds() -> tuple[str, ...]:
+    """Prefix-head families of :class:`pairht_trl.heads.HeadTrainer` (first: the default)."""
+    from pairht_trl.heads import HEAD_KINDS
+
+    return tuple(HEAD_KINDS)
+
+
 def allocators() -> tuple[str, ...]:
     """Allocation rules of the step (:func:`pairht.step.allocator_names`: the built-ins and the
     registered comparators)."""
@@ -179,6 +186,8 @@ PAIR_FIELD_RULES: dict[str, Rule] = {
     "weighting": _one_of(weightings, "the registry pairht.estimators.VARIANTS, without pi"),
     "anchor_pair": _flag,
     "design_seed": _integer(0, optional=True),
+    "head_kind": _one_of(head_kinds, "pairht_trl.heads.HEAD_KINDS"),
+    "head_refit_every": _integer(1),
     "head_width": _integer(1),
     "head_feature_window": _integer(1),
     "head_lr": _real(0.0, math.inf, closed_hi=False),
@@ -292,6 +301,16 @@ class PairGRPOConfig(GRPOConfig):
         Adam steps on replay minibatches after each policy update, and their size.
     lagged_heads : bool
         Allocate with the heads of the preceding checkpoint (lagged-predictor variant).
+    head_kind : {"linear", "mlp"}
+        Prefix heads: ``"linear"`` (default), a cross-validated L2 logistic / ridge probe with
+        a fitted temperature, which beats the constant predictor on held-out data at a few
+        hundred labels (docs/real_model.md); ``"mlp"``, the paper's 256-wide MLP heads (which
+        did not, at tau 32). The ``head_width``, ``head_lr``, ``head_steps_per_update`` and
+        ``head_batch_size`` fields apply to ``"mlp"`` only.
+    head_refit_every : int
+        Linear heads: once the replay window holds more than 1024 labels, refit the probe on
+        every k-th update only (default 4; labels are still added and scored in between). See
+        :class:`pairht_trl.heads.HeadTrainer`.
     shrink_to_skill : bool
         Shrink the heads' predictions toward their group mean by the heads' measured held-out
         skill (prequential Brier skill for success, R^2 of log cost for cost, clipped to
@@ -345,6 +364,13 @@ class PairGRPOConfig(GRPOConfig):
     w_max: float | None = field(default=None, metadata={"help": "Clip level (clipped)."})
     anchor_pair: bool = field(default=False, metadata={"help": "Force a random anchor pair."})
     design_seed: int | None = field(default=None, metadata={"help": "Design RNG seed."})
+    head_kind: str = field(
+        default="linear",
+        metadata={"help": "Prefix heads: 'linear' (cross-validated probe) or 'mlp' (paper)."},
+    )
+    head_refit_every: int = field(
+        default=4, metadata={"help": "Linear heads: refit the probe every k-th update."}
+    )
     head_width: int = field(default=256, metadata={"help": "Prefix head MLP width."})
     head_feature_window: int = field(default=16, metadata={"help": "Hidden states averaged."})
     head_lr: float = field(default=1e-3, metadata={"help": "Prefix head learning rate."})
@@ -369,7 +395,10 @@ class PairGRPOConfig(GRPOConfig):
         for name, rule in PAIR_FIELD_RULES.items():
             if not (name in ("tau", "snap_window", "design") and getattr(self, name) is None):
                 setattr(self, name, rule(name, getattr(self, name)))
-        for name in _bool_fields(type(self)):
+        # annotated ``type``: mypy does not count a dataclass's class object as Hashable
+        # (what functools.cache asks of its argument), though every class object is
+        config_cls: type = type(self)
+        for name in _bool_fields(config_cls):
             _flag(name, getattr(self, name))
         changed = self._resolve_defaults()
         super().__post_init__()
@@ -414,6 +443,8 @@ class PairGRPOConfig(GRPOConfig):
     # ------------------------------------------------------------------ validation
     def _check_pair_fields(self) -> None:
         length = self.max_completion_length
+        # _resolve_defaults (run before this) replaces a None tau / snap_window by its default
+        assert self.tau is not None and self.snap_window is not None
         if length is not None and self.tau + self.snap_window >= length:
             raise ValueError(
                 f"tau + snap_window must be smaller than max_completion_length (the longest "
@@ -441,6 +472,8 @@ class PairGRPOConfig(GRPOConfig):
             )
         fixed = self.design in fixed_size_designs()
         g = self.num_generations
+        # GRPOConfig.__post_init__ (run before this) compares it with 2: an int by now
+        assert g is not None
         # largest size affordable under every cost prediction (see design_size above); the
         # relative 1e-12 absorbs the rounding of budget_ratio * G at exact integers
         affordable = math.floor(g * self.budget_ratio * (1 + 1e-12))
@@ -500,7 +533,7 @@ class PairGRPOConfig(GRPOConfig):
                 "default transformers backend or use_vllm=True (pairht_vllm)"
             )
         if self.use_vllm:
-            unsupported = [
+            unsupported: list[tuple[str, object, object]] = [
                 ("vllm_enable_sleep_mode", self.vllm_enable_sleep_mode, False),
                 ("vllm_structured_outputs_regex", self.vllm_structured_outputs_regex, None),
             ]

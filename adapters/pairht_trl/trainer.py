@@ -74,7 +74,7 @@ import os
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -128,6 +128,15 @@ class DesignDraw:
     suffix_len: np.ndarray | None = None  # (B, G) realised suffix tokens (0 if unselected)
     rewards: np.ndarray | None = None  # (B, G) rewards (NaN if unselected)
     advantages: np.ndarray | None = None  # (B, G)
+
+
+class _PairOptions(TypedDict, total=False):
+    """Options of :func:`pairht.step.plan_continuations` that only the "pair" rule takes."""
+
+    size: int | str | None
+    proxy: str
+    covariance_term: bool
+    warm_start: np.ndarray | None
 
 
 class _GuardedReward:
@@ -344,6 +353,8 @@ class PairGRPOTrainer(GRPOTrainer):
         a = self.pair_args
         return HeadTrainer(
             hidden,
+            head=a.head_kind,
+            refit_every=a.head_refit_every,
             width=a.head_width,
             lr=a.head_lr,
             replay=a.head_replay,
@@ -358,7 +369,13 @@ class PairGRPOTrainer(GRPOTrainer):
     @property
     def update_scale(self) -> float:
         """Exact mode: ``grad(loss) = update_scale * mean_b g_PAIR(q_b)`` (see module doc)."""
-        return -1.0 / (self.pair_args.num_generations * self.pair_args.max_completion_length)
+        g, length = self.pair_args.num_generations, self.pair_args.max_completion_length
+        if g is None or length is None:
+            raise ValueError(
+                f"update_scale = -1 / (num_generations * max_completion_length) needs both set; "
+                f"got num_generations={g!r}, max_completion_length={length!r}"
+            )
+        return -1.0 / (g * length)
 
     def _head_skill(self) -> dict[str, float]:
         """Shrinkage weights for the step: the heads' held-out skill clipped to [0, 1] (0 while
@@ -465,9 +482,9 @@ class PairGRPOTrainer(GRPOTrainer):
             warm = None
         skill = self._head_skill()
         # Only the "pair" rule has a size, proxy and warm start; the others refuse them.
-        pair_options = (
-            dict(size=self._design_size(), proxy=args.edge_proxy,
-                 covariance_term=args.covariance_term, warm_start=warm)
+        pair_options: _PairOptions = (
+            {"size": self._design_size(), "proxy": args.edge_proxy,
+             "covariance_term": args.covariance_term, "warm_start": warm}
             if args.allocator == "pair" else {}
         )
         plan = plan_continuations(
@@ -594,6 +611,8 @@ class PairGRPOTrainer(GRPOTrainer):
     def _labels(self, draw: DesignDraw) -> dict[str, Any]:
         """Head labels of the completed rows (IPW weights J / pi use the logged pi)."""
         mask = draw.mask.reshape(-1)
+        # _calculate_rewards and the generation step filled these in before labels are read
+        assert draw.rewards is not None and draw.suffix_len is not None
         # The success head predicts P(r = 1): rewards outside [0, 1] (weighted sums of several
         # functions, partial credit) are clipped to it. Costs of prefixes that already ended
         # are 0, which the head trainer reads as "train the success head only".
@@ -609,6 +628,8 @@ class PairGRPOTrainer(GRPOTrainer):
         from pairht.estimators import ess
 
         m = self._metrics["train"]
+        # the generation step filled in the realised suffix lengths before this is logged
+        assert draw.suffix_len is not None
         g = draw.mask.shape[-1]
         n_pairs = g * (g - 1) / 2
         mask = draw.mask

@@ -291,3 +291,16 @@ def test_a_size_or_an_unknown_option_is_refused_not_ignored(allocator):
 def test_pair_refuses_an_unknown_option():
     with pytest.raises(TypeError, match="warm_strat"):
         plan_continuations(_batch(), allocator="pair", warm_strat=None, rng=0)
+
+
+@pytest.mark.parametrize("skill", [0.0, 0.3, 1.0])
+def test_a_full_budget_gives_exactly_one_with_finished_candidates_and_shrinkage(skill):
+    """budget_ratio = 1 must complete everything with pi and rho exactly 1 (the RLOO
+    identity), whatever rounding the finished-candidate embedding and the shrinkage add."""
+    rng = np.random.default_rng(5)
+    for _ in range(100):
+        p, c = rng.uniform(size=(3, 6)), rng.uniform(1, 10, size=(3, 6))
+        inputs = StepInputs.from_ratio(p, c, rng.random((3, 6)) < 0.3, budget_ratio=1.0)
+        plan = plan_continuations(inputs, rng=0, pi_min=0.1, skill_success=skill,
+                                  skill_cost=skill)
+        assert np.all(plan.joint == 1.0) and plan.selected.all()

@@ -302,7 +302,10 @@ class PairAllocator:
         cu = inputs.c_hat[rows]
         free = FINISHED_COST * cu.sum(axis=1) / n_u
         c_solve = np.where(unf, cu, free[:, None])
-        budget = inputs.budget[rows] + free * (G - n_u)
+        # A budget covering every unfinished candidate covers the whole solve: pass the solve's
+        # own total then, so that rounding in the sum cannot turn pi = 1 into 1 - 1e-16.
+        covers_all = inputs.budget[rows] >= np.where(unf, cu, 0.0).sum(axis=1)
+        budget = np.where(covers_all, c_solve.sum(axis=1), inputs.budget[rows] + free * (G - n_u))
         warm = None if warm_start is None else np.asarray(warm_start)[rows]
         opts = _rows_of(opts, rows, None)
         res = allocate(inputs.p_hat[rows], c_solve, budget, warm_start=warm, **opts)

@@ -193,7 +193,14 @@ def shrink_predictions(inputs: StepInputs, skill_success: float = 1.0,
     n_u = np.maximum(unf.sum(axis=1, keepdims=True), 1)
     cm = np.where(unf, inputs.c_hat, 0.0).sum(axis=1, keepdims=True) / n_u
     c2 = np.where(unf, cm + s_c * (inputs.c_hat - cm), 0.0)
-    return StepInputs(p_hat=p2, c_hat=c2, finished=inputs.finished, budget=inputs.budget,
+    # Shrinking is mean-preserving, but in floating point sum(c2) differs from sum(c) by a
+    # few ulps; keep the budget the same *fraction* of the predicted suffix cost, so that a
+    # full budget (ratio 1) stays exactly the full cost and gives pi = 1, not 1 - 1e-16.
+    full = np.where(unf, inputs.c_hat, 0.0).sum(axis=1)
+    full2 = c2.sum(axis=1)
+    ratio = np.divide(inputs.budget, full, out=np.ones_like(full), where=full > 0)
+    budget = np.where(full > 0, ratio * full2, inputs.budget)
+    return StepInputs(p_hat=p2, c_hat=c2, finished=inputs.finished, budget=budget,
                       prefix_tokens=inputs.prefix_tokens, history=inputs.history)
 
 
