@@ -643,10 +643,11 @@ class PairGRPOTrainer(GRPOTrainer):
         m["pair/full_suffix_tokens_ht"].append(full_suffix_ht)
         m["pair/suffix_fraction"].append(suffix / full_suffix_ht if full_suffix_ht > 0 else 0.0)
         m["pair/token_fraction"].append((prefix + suffix) / (prefix + full_suffix_ht))
-        total_c = float(draw.c_hat.sum())
-        m["pair/predicted_suffix_fraction"].append(
-            float((draw.pi * draw.c_hat).sum()) / total_c if total_c > 0 else 0.0
-        )
+        # The plan's own figure: expected over full predicted suffix cost of the unfinished
+        # candidates, on the (skill-shrunk) predictions the allocation used.
+        plan_m = draw.plan_metrics or {}
+        m["pair/predicted_suffix_fraction"].append(float(plan_m.get(
+            "predicted_suffix_fraction", float("nan"))))
         m["pair/cost_ratio"].append(suffix / c_sel if c_sel > 0 else float("nan"))
         m["pair/completed"].append(float(k.mean()))
         m["pair/observed_edges"].append(float((k * (k - 1) / 2).mean()))

@@ -311,13 +311,10 @@ class PairAllocator:
         res = allocate(inputs.p_hat[rows], c_solve, budget, warm_start=warm, **opts)
         pi[rows] = np.where(unf, res.pi, 1.0)
         _copy_result(info, rows, res)
-        # The solver's unspent budget counts the finished candidates' negligible cost at its
-        # own pi for them; realised accounting charges them nothing.
-        spent_free = free * np.where(unf, 0.0, res.pi).sum(axis=1)
-        solver_unspent = getattr(res, "unspent_budget", None)
-        if solver_unspent is None:  # an AllocationResult without the field
-            solver_unspent = budget - np.asarray(res.expected_cost)
-        info["unspent_budget"][rows] = np.asarray(solver_unspent) + spent_free - free * (G - n_u)
+        # Realised accounting: the budget minus what the unfinished candidates cost at their
+        # pi (finished ones cost nothing, whatever the solver charged them).
+        info["unspent_budget"][rows] = inputs.budget[rows] - (
+            np.where(unf, cu, 0.0) * pi[rows]).sum(axis=1)
 
     @staticmethod
     def _solve_sized(inputs: StepInputs, rows: np.ndarray, pi: np.ndarray,
