@@ -263,7 +263,9 @@ def _run_grpo(
     )
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=meter,
+        # TRL annotates reward functions as returning list[float | None], which (list being
+        # invariant) rejects any function returning list[float], though TRL accepts them
+        reward_funcs=meter,  # type: ignore[arg-type]
         args=GRPOConfig(**kwargs),
         train_dataset=dataset,
         processing_class=tokenizer,

@@ -144,7 +144,7 @@ def _bootstrap(values: np.ndarray, n: int, seed: int) -> tuple[float, float]:
     s, m = values.shape
     means = np.empty(n)
     for b in range(n):
-        si = gen.integers(s, size=s)
+        si = gen.integers(s, size=(s,))  # a tuple size: numpy's stubs then type an array
         pi = gen.integers(m, size=(s, m))
         means[b] = values[si[:, None], pi].mean()
     lo, hi = np.percentile(means, [2.5, 97.5])
@@ -248,7 +248,7 @@ def run_experiment(
                 if arm.matched:
                     # G' so that G' * (GRPO tokens per candidate) = PAIR's total tokens; measured
                     # from the full-group run of this seed when there is one, else a pilot.
-                    full = grpo_tokens
+                    full: float | None = grpo_tokens
                     if full is None:
                         full = _full_group_tokens(base, tok, dataset, the_task, seed, g,
                                                   prompts_per_step)
@@ -259,17 +259,20 @@ def run_experiment(
                     prompts_per_step=prompts_per_step, learning_rate=learning_rate,
                     max_completion_length=the_task.max_new_tokens,
                 )
-                common = dict(steps=steps, eval_every=eval_every, eval_seed=seed + 1,
-                              progress=progress, task=the_task, name=arm_name)
                 model = copy.deepcopy(base)
                 if arm.kind == "grpo":
-                    res = demo._run_grpo(model, tok, dataset, kwargs, **common)
+                    res = demo._run_grpo(
+                        model, tok, dataset, kwargs, steps=steps, eval_every=eval_every,
+                        eval_seed=seed + 1, progress=progress, task=the_task, name=arm_name,
+                    )
                     if not arm.matched:
                         grpo_tokens = res.generated_tokens
                 else:
                     res = demo._run_pair(
                         model, tok, dataset, kwargs, tau=tau, snap_window=snap_window,
-                        budget_ratio=budget_ratio, pair_options=arm.options, **common,
+                        budget_ratio=budget_ratio, pair_options=arm.options, steps=steps,
+                        eval_every=eval_every, eval_seed=seed + 1, progress=progress,
+                        task=the_task, name=arm_name,
                     )
                     pair_tokens[arm_name] = res.generated_tokens
                 by_item = toy.success_by_item(model, tok, split="eval", samples_per_prompt=8,

@@ -578,7 +578,8 @@ def success_by_item(
     model.eval()
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         torch.manual_seed(seed)
-        out = model.generate(
+        # transformers' stub of generate declares ``self`` twice (a decorator's typing gap)
+        out = model.generate(  # type: ignore[misc]
             **enc,
             do_sample=not greedy,
             temperature=1.0,

@@ -108,6 +108,10 @@ class PrefixHeads(nn.Module):
     ([0.5, 0.5], [300.0, 300.0])
     """
 
+    # buffers registered in __init__, declared so the type checker reads them as tensors
+    temperature: torch.Tensor
+    cost_scale: torch.Tensor
+
     def __init__(self, hidden_size: int, width: int = 256, cost_scale: float = 1.0):
         super().__init__()
         if hidden_size < 1 or width < 1:
@@ -121,8 +125,10 @@ class PrefixHeads(nn.Module):
         self.success = _mlp(hidden_size, width)
         self.cost = _mlp(hidden_size, width)
         for head, bias in ((self.success, 0.0), (self.cost, SOFTPLUS_ONE)):
-            nn.init.zeros_(head[-1].weight)
-            nn.init.constant_(head[-1].bias, bias)
+            last = head[-1]
+            assert isinstance(last, nn.Linear)  # _mlp ends in a Linear layer
+            nn.init.zeros_(last.weight)
+            nn.init.constant_(last.bias, bias)
         self.register_buffer("temperature", torch.tensor(1.0, dtype=torch.float64))
         self.register_buffer("cost_scale", torch.tensor(float(cost_scale), dtype=torch.float64))
 
@@ -156,10 +162,10 @@ def _probe_state(probe: LinearProbe | None) -> dict | None:
 def _probe_from_state(sd: dict | None) -> LinearProbe | None:
     if sd is None:
         return None
-    return LinearProbe(
-        **{k: v.numpy().copy() if isinstance(v, torch.Tensor) else float(v)
-           for k, v in sd.items()}
-    )
+    values: dict[str, Any] = {
+        k: v.numpy().copy() if isinstance(v, torch.Tensor) else float(v) for k, v in sd.items()
+    }
+    return LinearProbe(**values)
 
 
 class HeadTrainer:
@@ -495,8 +501,10 @@ class HeadTrainer:
         y, c = self._rewards.numpy(), self._costs.numpy()
         w = 1.0 / (self._pi.numpy() * w_bar)
         u = self._features.double().numpy()
-        p = 1.0 / (1.0 + np.exp(-self.probe.logits(u)))
-        _, c_hat = self.probe.predict(u)
+        probe = self.probe
+        assert probe is not None  # called after a fit
+        p = 1.0 / (1.0 + np.exp(-probe.logits(u)))
+        _, c_hat = probe.predict(u)
         pos = c > 0
         log_err = np.where(pos, np.log(c_hat) - np.log(np.where(pos, c, 1.0)), 0.0)
         return float(np.mean(w * (p - y) ** 2)), float(np.mean(w * log_err**2))
@@ -593,6 +601,7 @@ class HeadTrainer:
             self.heads.temperature.fill_(temperature)
             loss_p, loss_c = self._losses(torch.arange(n), w_bar)
         if before is not None:
+            assert self.lagged_heads is not None  # `before` is kept only when lagged
             self.lagged_heads.load_state_dict(before)
         return float(loss_p), float(loss_c), temperature
 

@@ -134,6 +134,8 @@ class _Worker:
 
     def _readline(self, deadline: float) -> bytes | None:
         """One line, or None at the deadline; EOFError when the worker has exited."""
+        # _start opened the worker with stdout=PIPE, so a started worker has its stdout
+        assert self.proc is not None and self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         while b"\n" not in self.buf:
             remaining = deadline - time.monotonic()
@@ -153,6 +155,8 @@ class _Worker:
             self._start()
         req = json.dumps({"gold": gold, "pred": pred, "timeout": timeout,
                           "float_rounding": float_rounding}) + "\n"
+        # _start opened the worker with stdin=PIPE, so a started worker has its stdin
+        assert self.proc is not None and self.proc.stdin is not None
         try:
             self.proc.stdin.write(req.encode())
             self.proc.stdin.flush()
@@ -174,6 +178,8 @@ class _Worker:
             self.proc.kill()
             self.proc.wait()
             for s in (self.proc.stdin, self.proc.stdout):
+                if s is None:  # never: both are pipes (see _start); narrows the Optional
+                    continue
                 try:
                     s.close()
                 except OSError:
@@ -330,12 +336,12 @@ class MathVerifier:
                 f"completions and answers must have the same length; got {len(completions)} "
                 f"and {len(answers)}"
             )
-        answers = [_answer_text(a, i) for i, a in enumerate(answers)]
+        golds = [_answer_text(a, i) for i, a in enumerate(answers)]
         texts = [_completion_text(c, i) for i, c in enumerate(completions)]
         if self.processes == 1 or len(texts) < 2:
-            return [self.score(c, a) for c, a in zip(texts, answers)]
+            return [self.score(c, a) for c, a in zip(texts, golds)]
         with ThreadPoolExecutor(self.processes) as pool:
-            return list(pool.map(self.score, texts, answers))
+            return list(pool.map(self.score, texts, golds))
 
     def close(self) -> None:
         """Stop the worker processes (they restart on the next call)."""
@@ -356,7 +362,7 @@ def _check_timeout(timeout: object) -> float:
         isinstance(timeout, bool)
         or not isinstance(timeout, numbers.Real)
         or not math.isfinite(timeout)
-        or not timeout > 0
+        or not float(timeout) > 0  # float(): typeshed's numbers.Real has no comparison
     ):
         raise ValueError(
             f"timeout must be a finite positive number of seconds (it is the hang protection of "

@@ -271,11 +271,13 @@ class CodeVerifier:
                 verdicts[i][k] = "compile_error"
                 return
             t = parsed[i]
+            program = programs[i]
+            assert program is not None  # ``jobs`` holds only the programs that are not None
             if t.fn_name is None:
-                out = run_program(programs[i], stdin=t.inputs[k], limits=self.limits,
+                out = run_program(program, stdin=t.inputs[k], limits=self.limits,
                                   base_dir=self.base_dir)
             else:
-                out = run_program(programs[i], fn_name=t.fn_name, args=t.inputs[k],
+                out = run_program(program, fn_name=t.fn_name, args=t.inputs[k],
                                   limits=self.limits, base_dir=self.base_dir)
             if out.status == "compile_error":
                 compile_failed.add(i)

@@ -466,7 +466,7 @@ def run_program(
                 f"mechanisms must be a subset of the active ones {active} that keeps "
                 f"'seccomp' or 'user_switch' (a process cap); got {mechanisms}"
             )
-    cfg = {"source": source, "mode": "stdio" if fn_name is None else "call"}
+    cfg: dict[str, object] = {"source": source, "mode": "stdio" if fn_name is None else "call"}
     if fn_name is not None:
         cfg.update(fn_name=fn_name, args=list(args or []))
     return _launch(cfg, bytes(stdin), limits, mechanisms, base_dir)

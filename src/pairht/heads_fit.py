@@ -140,7 +140,7 @@ def fit_logistic(
         step = np.linalg.solve(H, g)
         t = 1.0
         while True:
-            a_new, b_new = a - t * step[:d], b - t * step[d]
+            a_new, b_new = a - t * step[:d], b - t * float(step[d])
             f_new = objective(a_new, b_new)
             if f_new <= f - 1e-4 * t * (g @ step) or t < 1e-8:
                 break

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from pairht_demo import chain, toy  # noqa: E402
+from pairht_demo import chain, toy
 
 T = chain.CHAIN_TASK
 

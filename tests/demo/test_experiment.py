@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-from pairht_demo import experiment as ex  # noqa: E402
+from pairht_demo import experiment as ex
 
 
 def test_auc_is_the_mean_of_the_piecewise_linear_curve():

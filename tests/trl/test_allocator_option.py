@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("trl")
 
-from pairht.step import StepInputs, allocator_names, plan_continuations  # noqa: E402
+from pair_helpers import make_config, make_trainer
 
-from pair_helpers import make_config, make_trainer  # noqa: E402
+from pairht.step import StepInputs, allocator_names, plan_continuations
 
 
 def test_allocator_names_come_from_the_step_registry(tmp_path):

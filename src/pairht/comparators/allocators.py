@@ -24,7 +24,7 @@ group; see ``docs/comparators.md``):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from pairht.comparators.gp import gp_success_probability
 from pairht.comparators.hora import hora_extra_rollouts
 from pairht.comparators.joint import pair_joint_allocate
 from pairht.comparators.vip import vip_group_sizes
+
+if TYPE_CHECKING:  # annotation only, like pairht.comparators.joint
+    from pairht.allocation.proxies import ProxyKind
 
 
 def _no_size(name: str, size: Any) -> None:
@@ -179,7 +182,7 @@ class PairJointAllocator:
     name = "pair_joint"
 
     def pi(self, inputs: StepInputsLike, *, pi_min: float = 0.08, grid: int = 64,
-           proxy: str = "disagreement", covariance_term: bool = True, size: Any = None,
+           proxy: ProxyKind = "disagreement", covariance_term: bool = True, size: Any = None,
            ) -> tuple[np.ndarray, dict[str, Any]]:
         _no_size(self.name, size)
         batch = read_batch(inputs)

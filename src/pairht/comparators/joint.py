@@ -32,10 +32,14 @@ Finished candidates are complete and free: they enter the solve with a negligibl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pairht.comparators._integer import dp_allocation, greedy_allocation, is_concave
+
+if TYPE_CHECKING:  # annotation only: pairht.allocation is imported lazily at call time
+    from pairht.allocation.proxies import ProxyKind
 
 #: Cost of a finished candidate relative to its group's largest suffix cost (see module doc).
 FINISHED_COST = 1e-9
@@ -69,7 +73,7 @@ def pair_joint_allocate(
     *,
     pi_min: float = 0.08,
     grid: int = 64,
-    proxy: str = "disagreement",
+    proxy: ProxyKind = "disagreement",
     covariance_term: bool = True,
 ) -> JointAllocation:
     r"""Two-level PAIR allocation of ``total_budget`` suffix tokens over a batch.

@@ -181,7 +181,7 @@ class Design(abc.ABC):
         return bool(np.all(pos[off]))
 
     #: Largest ``k`` accepted by :meth:`inclusion`.
-    max_inclusion_order: ClassVar[int] = 4
+    max_inclusion_order: int = 4  # per instance where a design mixes others (MixedSize)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(N={self.n_units}, expected_size={self.expected_size:.6g})"

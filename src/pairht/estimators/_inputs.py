@@ -155,7 +155,8 @@ def check_frechet(rho: np.ndarray, name: str = "joint") -> None:
     where = tuple(int(i) for i in np.argwhere(bad)[0])
     i, j = where[-2], where[-1]
     lead = where[:-2]
-    a, b, v = rho[(*lead, i, i)].item(), rho[(*lead, j, j)].item(), rho[where].item()
+    at_ii, at_jj = (*lead, i, i), (*lead, j, j)  # named: a starred index needs Python 3.11
+    a, b, v = rho[at_ii].item(), rho[at_jj].item(), rho[where].item()
     if over[where]:
         rule = f"rho_ij <= min(pi_i, pi_j) = {min(a, b)!r}"
     else:
