@@ -643,7 +643,7 @@ def _solve_flat(
     y0 = np.full((m, G), np.nan)
     nf = None if n is None else n.astype(np.float64)
     face_t = face_free = face_pt = face_tied = None
-    if n is None:
+    if nf is None:  # same as ``n is None``; testing nf lets the type checker narrow it
         at_full = (bud >= full) & todo
         pi[at_full] = 1.0
         status[at_full] = "full"
@@ -717,11 +717,11 @@ def _solve_flat(
         R_ = row[idx]
         y, zc, nu_s, it, _ = ipm_batch(
             np.ascontiguousarray(A_), np.ascontiguousarray(B_), np.ascontiguousarray(R_),
-            lo, np.zeros(idx.size) if n is None else nf[idx], n is not None,
+            lo, np.zeros(idx.size) if nf is None else nf[idx], n is not None,
             np.ascontiguousarray(fixed[idx]), np.ascontiguousarray(y0[idx]),
             0.1, 0.1 * tol, max_iter)
         y = np.clip(y, lo, 1.0)
-        if n is not None:
+        if nf is not None:
             y = _restore_size(y, R_, lo, nf[idx])
         pi[idx] = y
         kept = scale[idx] > 0
@@ -754,7 +754,7 @@ def _solve_flat(
                                            nu[tight])
     room = None
     c_res = c
-    if n is not None:
+    if nf is not None:
         # On the slice the budget row is (c - shift) . pi <= budget - shift n; a budget that
         # counts as the least cost (EDGE_RTOL) is measured as that cost, in the same form.
         room = _room(bud, nf, shift)
@@ -777,10 +777,10 @@ def _solve_flat(
         status[fb] = "fallback_uniform"
         for k in np.flatnonzero(fb):
             lam[k], nu[k] = _lstsq_multipliers(pi[k], a[k], b[k], c[k], float(bud[k]), lo,
-                                               None if n is None else float(nf[k]))
+                                               None if nf is None else float(nf[k]))
         shift[fb] = 0.0
         res[fb] = _residual(pi[fb], a[fb], b[fb], c[fb], bud[fb], lo, lam[fb],
-                            None if n is None else nu[fb], None if n is None else nf[fb])
+                            None if n is None else nu[fb], None if nf is None else nf[fb])
         converged = res <= tol
     cost = np.einsum("bi,bi->b", c, pi)
     return {
