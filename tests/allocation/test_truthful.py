@@ -229,3 +229,22 @@ def test_converged_means_kkt_holds_and_pi_is_feasible_unless_failed(prob):
     elif max_iter == 100:
         # a full solve must converge on every feasible problem
         raise AssertionError(f"not converged: {res.status}, residual {res.kkt_residual}")
+
+
+@pytest.mark.parametrize(
+    ("p", "c", "budget", "n"),
+    [
+        ([0.5, 0.5, 0.5, 0.5], [4.0, 1.0, 2.0, 2.0], 5.0200000000050204, 3),
+        ([0.5, 0.5, 0.5], [3.0, 1.0, 2.0], 3.0100000000030107, 2),
+        ([0.5, 0.5, 0.5], [1.0, 2.0, 2.0], 3.0000000000030003, 2),
+    ],
+)
+def test_a_budget_a_hair_above_the_least_cost_is_solved_on_the_face(p, c, budget, n):
+    """Found by the fuzz suite: a budget ~1e-12 above the least cost of n units left a sliver
+    the interior-point method could not resolve (max_iterations, off the size row, or over
+    budget). Within FACE_RTOL it is solved on the least-cost face: feasible and certified."""
+    res = allocate(p, c, budget, pi_min=0.01, size=n)
+    assert res.status == "min_cost" and res.converged
+    assert abs(float(res.pi.sum()) - n) <= 1e-12 * n
+    assert float(res.pi @ np.asarray(c)) <= budget * (1 + 1e-12)
+    assert res.pi.min() >= 0.01 - 1e-15 and res.pi.max() <= 1.0

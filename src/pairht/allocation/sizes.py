@@ -26,6 +26,12 @@ from pairht.allocation._checks import check_pi_min
 #: returned may exceed the budget by this relative amount (rounding of the data).
 EDGE_RTOL = 1e-12
 
+#: A budget at most this much (relative) above the least cost of ``n`` units is solved on the
+#: least-cost face: the feasible set is then a sliver of relative width <= 1e-9, where the
+#: interior-point iteration loses the size row to rounding. The face point is feasible; its
+#: objective is within that relative slack of the sliver's optimum.
+FACE_RTOL = 1e-9
+
 
 def _levels(n: np.ndarray, G: int, lo: float) -> tuple[np.ndarray, np.ndarray]:
     """Whole and fractional count of units raised from ``pi_min`` to 1 on ``S_n``."""

@@ -40,6 +40,7 @@ from pairht.allocation.kkt import (
 from pairht.allocation.proxies import PROXY_KINDS, ProxyKind, edge_proxy, shared_vertex_term
 from pairht.allocation.sizes import (
     EDGE_RTOL,
+    FACE_RTOL,
     _largest_affordable,
     extreme_cost,
     least_cost_face,
@@ -682,8 +683,11 @@ def _solve_flat(
         todo &= ~deg
         # The budget row is implied by the size row on the slice: drop it (row stays 0).
         implied = todo & (bud >= maxcost * (1 - EDGE_RTOL))
-        # Only the least-cost face is feasible.
-        tight = todo & ~implied & (mincost >= bud * (1 - EDGE_RTOL))
+        # Only the least-cost face is feasible. A budget within FACE_RTOL above the least cost
+        # leaves an interior sliver the interior-point method cannot resolve in floating point
+        # (it ends at max_iterations, or off the size row): solve on the face then; the point
+        # costs the least cost, so it is feasible, and optimal up to that relative slack.
+        tight = todo & ~implied & (mincost * (1 + FACE_RTOL) >= bud * (1 - EDGE_RTOL))
         inner = todo & ~implied & ~tight
         face_pt, face_free, face_t, face_tied = least_cost_face(c, lo, nf)
         face_free = face_free & tight[:, None]

@@ -247,14 +247,20 @@ def _edge_draws(take: np.ndarray, iu: np.ndarray, ju: np.ndarray, y: np.ndarray,
     return est, verts, edges, tokens, ess, mx
 
 
-def pair_coefficients(rewards: np.ndarray, kwargs: dict[str, Any]) -> np.ndarray:
+def pair_coefficients(rewards: np.ndarray, kwargs: dict[str, Any],
+                      observed: np.ndarray | None = None) -> np.ndarray:
     r"""``C`` with ``A_i(J) = J_i sum_j J_j C_ij`` for a linear variant, shape ``(G, G)``.
 
     ``C_ij`` is the advantage of ``i`` when exactly ``{i, j}`` is completed, read from
-    :func:`pairht.estimators.pair_advantages` on the ``M`` two-vertex masks.
+    :func:`pairht.estimators.pair_advantages` on the ``M`` two-vertex masks; with
+    ``observed`` (``(G, G)`` bool), only on the pairs a design can observe (``C_ij = 0`` on
+    the others, which its draws never hold).
     """
     G = rewards.shape[0]
     iu, ju = np.triu_indices(G, k=1)
+    if observed is not None:
+        keep = observed[iu, ju]
+        iu, ju = iu[keep], ju[keep]
     masks = np.zeros((iu.size, G), dtype=bool)
     masks[np.arange(iu.size), iu] = True
     masks[np.arange(iu.size), ju] = True
@@ -338,8 +344,6 @@ def draw_conditional_row(row: Any, plan: Plan, pop: Population, L: np.ndarray, q
     """
     assert plan.designs is not None  # vertex rows always plan designs
     design = plan.designs[q]
-    G = pop.group_size
-    M = n_pairs(G)
     t0 = time.perf_counter()
     masks = design.sample(rng, size=n)
     sample_seconds = time.perf_counter() - t0
@@ -359,12 +363,13 @@ def draw_conditional_row(row: Any, plan: Plan, pop: Population, L: np.ndarray, q
         sel = which == samplers.index(sampler)
         if weighter is None or not sel.any():
             continue
-        kwargs = {"weighting": "exact", "joint": weighter.joint()}
-        # Pairs a component never observes (joint 0) get weight 0: never used by its draws.
-        safe = np.where(kwargs["joint"] > 0.0, kwargs["joint"], 1.0)
-        kwargs["joint"] = safe
-        C = pair_coefficients(r, kwargs)
-        w = M * edge_weights(np.ones(G, dtype=bool), **kwargs)
+        joint = weighter.joint()
+        # Pairs a component never observes (joint 0) get coefficient and weight 0: its draws
+        # never hold them. (The joint itself stays a valid design joint for the estimators.)
+        seen = joint > 0.0
+        C = pair_coefficients(r, {"weighting": "exact", "joint": joint}, observed=seen)
+        w = np.where(seen, 1.0 / np.where(seen, joint, 1.0), 0.0)  # M W_ij = 1 / rho_ij
+        np.fill_diagonal(w, 0.0)
         est[sel], _, ess[sel], max_w[sel] = _bilinear_draws(
             np.ascontiguousarray(masks[sel]), C, np.ascontiguousarray(L[q]), w, plan.cost[q])
     K = masks.sum(axis=1)
