@@ -84,7 +84,8 @@ def test_module_walk_found_the_packages():
 @pytest.mark.parametrize("name", [m for m in MODULES if m not in EXCLUDED])
 def test_examples_run(name, tmp_path, monkeypatch):
     if name in NEEDS_VLLM and importlib.util.find_spec("vllm") is None:
-        pytest.skip(f"{name}: examples need a vLLM engine; vLLM is not installed (GPU only)")
+        pytest.skip(f"{name}: examples need a vLLM engine; vLLM is not installed here (the "
+                    f"real engine runs in .venv-vllm: make test-vllm)")
     monkeypatch.chdir(tmp_path)
     module = importlib.import_module(name)
     finder = doctest.DocTestFinder(exclude_empty=True)
