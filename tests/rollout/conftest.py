@@ -7,24 +7,15 @@ The transformers backend always runs; the vLLM backend runs where ``vllm`` is im
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import pytest
 
 from pairht_vllm.testing import CPU_ENV
+from vllm_required import require_vllm_for_tests
 
 for _key, _value in CPU_ENV.items():  # before vllm is first imported
     os.environ.setdefault(_key, _value)
-
-
-def require_vllm_or_skip() -> None:
-    """Skip (or fail under ``PAIRHT_REQUIRE_VLLM=1``) when vllm is not installed."""
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or spec.origin is None:  # absent, or only a namespace package
-        if os.environ.get("PAIRHT_REQUIRE_VLLM") == "1":
-            pytest.fail("PAIRHT_REQUIRE_VLLM=1 but vllm is not importable (build .venv-vllm)")
-        pytest.skip("vllm is not installed: the vLLM backend runs in .venv-vllm (make test-vllm)")
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +43,7 @@ def hf_model(checkpoint):
 
 @pytest.fixture(scope="session")
 def vllm_engine(checkpoint):
-    require_vllm_or_skip()
+    require_vllm_for_tests("the vLLM backend runs in .venv-vllm (make test-vllm)")
     from pairht_vllm.testing import cpu_engine
 
     return cpu_engine(checkpoint)

