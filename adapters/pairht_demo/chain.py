@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from pairht._validation import RNGLike, as_generator
-from pairht_demo.toy import EOS, NEWLINE, PAD, UNK, Task, _as_text
+from pairht_demo.toy import EOS, NEWLINE, PAD, UNK, Task, _as_text, graded_items
 
 __all__ = [
     "CHAIN_TASK",
@@ -166,17 +166,10 @@ def chain_reward(
     >>> chain_reward([p, p], ["1 + 7 = 0 \n answer 1", "answer 9"])
     [1.0, 0.0]
     """
-    if len(prompts) != len(completions):
-        raise ValueError(
-            f"prompts and completions must have the same length; got {len(prompts)} and "
-            f"{len(completions)}"
-        )
+    items = graded_items(prompts, completions, (start, step, count),
+                         lambda s, d, k: _check((int(s), int(d), int(k))), _parse_prompt)
     out = []
-    for idx, (prompt, completion) in enumerate(zip(prompts, completions)):
-        if start is not None and step is not None and count is not None:
-            s, d, k = _check((int(start[idx]), int(step[idx]), int(count[idx])))
-        else:
-            s, d, k = _parse_prompt(_as_text(prompt))
+    for (s, d, k), completion in zip(items, completions):
         words = _as_text(completion).split()
         answer = None
         for a, b in itertools.pairwise(words):

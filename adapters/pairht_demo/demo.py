@@ -1,8 +1,11 @@
-r"""PAIR versus GRPO on the toy task, on CPU, in a few minutes (``pairht demo``).
+r"""PAIR versus GRPO on a tiny task, on CPU, in a few minutes (``pairht demo``).
 
-Both runs start from the same warm-started tiny policy (:mod:`pairht_demo.toy`: supervised
-warm-up on an imperfect demonstrator, success rate about 0.4), see the same prompts in the same
-order, and use the same optimiser, learning rate and group size G:
+Both runs start from the same warm-started tiny policy, see the same prompts in the same order,
+and use the same optimiser, learning rate and group size G. The default task is the chain
+arithmetic of :mod:`pairht_demo.chain` (responses of 28-58 tokens, prefix checkpoint
+``tau = 8``, an early slip predicts failure: the regime PAIR is built for); ``--task toy`` runs
+the letter-count toy of :mod:`pairht_demo.toy` (12-39 tokens, the prefix is half of PAIR's
+tokens).
 
 * **GRPO** -- plain ``trl.GRPOTrainer`` with ``loss_type="dr_grpo"``, ``scale_rewards="none"``,
   one epoch per generation batch and no KL: the unstandardised leave-one-out (RLOO-like)
@@ -13,23 +16,28 @@ order, and use the same optimiser, learning rate and group size G:
   cost ``budget_ratio`` times the full-group predicted cost, a Bernoulli design draw, and
   pair-HT advantages on the completed candidates only (Algorithm 1).
 
-Reported per method: the final held-out reward (success rate on the 16 held-out (letter, count)
-combinations, 8 completions each *sampled at temperature 1* with a fixed seed, so both methods
-are scored on the same random numbers), generated tokens (GRPO: all completion tokens; PAIR:
-prefix tokens of all G candidates + suffix tokens of the continued ones), and training
-wall-clock (evaluation excluded). A PNG plots held-out reward against generated tokens.
+Reported per method: the held-out reward (success rate on the task's held-out prompts, 8
+completions each *sampled at temperature 1* with a fixed seed, so both methods are scored on
+the same random numbers) at regular evaluations, generated tokens (GRPO: all completion tokens;
+PAIR: prefix tokens of all G candidates + suffix tokens of the continued ones), training
+wall-clock and CPU seconds (evaluation excluded), the tokens and seconds PAIR took to reach
+GRPO's final held-out reward (or that it did not), and the per-step time split of both runs
+(:mod:`pairht_trl.timing`) with a paragraph on where the time went. A PNG plots held-out reward
+against generated tokens and steps. Everything is seeded: a rerun prints the same rewards and
+tokens (seconds vary with the machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import io
 import json
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +46,10 @@ import numpy as np
 
 from pairht_demo import toy
 
-__all__ = ["ComparisonResult", "MethodResult", "main", "run_comparison"]
+__all__ = [
+    "TASK_DEFAULTS", "ComparisonResult", "MethodResult", "main", "reach", "run_comparison",
+    "single_blas_thread", "warm_kernels",
+]
 
 METHODS = ("grpo", "pair")
 
@@ -65,6 +76,7 @@ class MethodResult:
     curve: list[tuple[int, int, float]] = field(default_factory=list)
     train_reward: list[float] = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
+    time_split: dict[str, float] = field(default_factory=dict)
 
     @property
     def suffix_fraction(self) -> float:
@@ -106,6 +118,44 @@ class ComparisonResult:
 
 def _short() -> bool:
     return os.environ.get("PAIRHT_E2E_SHORT", "") not in ("", "0")
+
+
+@contextlib.contextmanager
+def single_blas_thread() -> Iterator[None]:
+    """Run the block with every loaded BLAS pool at one thread, then restore it.
+
+    Why: the prefix heads' refit (:func:`pairht.heads_fit.fit_linear_probe`, dozens of small
+    Newton solves) runs through numpy's OpenBLAS, which starts one thread per core. On matrices
+    of 64 columns a second thread gains nothing, and on a busy two-core machine the spinning
+    pool made each refit 10-30x slower (measured: 2.1 s against 0.11 s per PAIR step). The
+    heads pin their own refit the same way; this covers the rest of a run (torch's own pool is
+    set separately, ``torch.set_num_threads``). threadpoolctl does the work.
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+def warm_kernels() -> float:
+    """Load (or, on a first run, compile) the numba kernels of the PAIR step; seconds taken.
+
+    The kernels are compiled with ``cache=True``: the first process after an install compiles
+    them into ``__pycache__`` (numba falls back to a user-wide cache, ``NUMBA_CACHE_DIR`` or
+    ``~/.cache/numba``, when the install is read-only) and later processes only load them
+    (under a second). The demo pays this once before training, outside both runs' clocks, and
+    prints it: it is a per-install cost, not a per-step one.
+    """
+    from pairht.step import StepInputs, plan_continuations
+
+    t0 = time.perf_counter()
+    gen = np.random.default_rng(0)
+    done = np.zeros((2, 4), dtype=bool)
+    done[0, 0] = True
+    inputs = StepInputs.from_ratio(gen.uniform(0.2, 0.8, (2, 4)), gen.uniform(5.0, 50.0, (2, 4)),
+                                   done, budget_ratio=0.5)
+    plan_continuations(inputs, rng=gen)
+    return time.perf_counter() - t0
 
 
 def _base_kwargs(
@@ -184,6 +234,7 @@ def _make_callback(
     record: MethodResult,
     progress: bool,
     task: toy.Task = toy.TOY_TASK,
+    token_limit: int | None = None,
 ):
     """A ``TrainerCallback`` that evaluates on held-out prompts, logs one line per step and
     keeps the time spent evaluating out of the training wall-clock."""
@@ -223,8 +274,13 @@ def _make_callback(
         def on_step_end(self, args, state, control, model=None, **kwargs):
             step = state.global_step
             pre, suf = tokens_fn()  # every step: the PAIR meter reads each draw once
-            if step % eval_every == 0 or step == steps:
+            # token_limit: stop once the run has generated that many tokens (evaluated there)
+            spent = token_limit is not None and pre + suf >= token_limit
+            if spent:
+                control.should_training_stop = True
+            if step % eval_every == 0 or step == steps or spent:
                 self._evaluate(model, step)
+            record.steps = step
             if self.bar is not None:
                 tr = record.train_reward[-1] if record.train_reward else float("nan")
                 self.bar.set_postfix(
@@ -246,6 +302,7 @@ def _run_grpo(
     model, tokenizer, dataset, kwargs, *, steps, eval_every, eval_seed, progress,
     task: toy.Task = toy.TOY_TASK, name: str = "grpo",
 ):
+    from pairht_trl.timing import instrument
     from trl import GRPOConfig, GRPOTrainer
 
     meter = _TokenMeter(task.reward)
@@ -272,10 +329,12 @@ def _run_grpo(
         callbacks=[cb],
     )
     _quiet(trainer)
+    timer = instrument(trainer)  # the same per-step split as PairGRPOTrainer's
     t0, c0 = time.perf_counter(), time.process_time()
     trainer.train()
     record.seconds = time.perf_counter() - t0 - cb.eval_seconds
     record.cpu_seconds = time.process_time() - c0 - cb.eval_cpu
+    record.time_split = timer.mean()
     record.suffix_tokens = meter.tokens
     record.initial_reward = record.curve[0][2]
     record.final_reward = record.curve[-1][2]
@@ -309,18 +368,20 @@ class _DrawMeter:
         draw = getattr(self.trainer, "last_draw", None)
         if draw is not None and draw is not self._seen:
             self._seen = draw
-            self.prefix += int(np.asarray(draw.prefix_len).sum())
-            mask = np.asarray(draw.mask)
-            suffix = np.asarray(draw.suffix_len)[mask]
-            self.suffix += int(suffix.sum())
-            self.full_suffix_ht += float((suffix / np.asarray(draw.pi)[mask]).sum())
+            from pairht.estimators import token_counts
+
+            t = token_counts(np.asarray(draw.prefix_len), np.asarray(draw.suffix_len),
+                             np.asarray(draw.mask), np.asarray(draw.pi))
+            self.prefix += int(t.prefix)
+            self.suffix += int(t.suffix)
+            self.full_suffix_ht += t.full_suffix_ht
         return self.prefix, self.suffix
 
 
 def _run_pair(
     model, tokenizer, dataset, kwargs, *, steps, eval_every, eval_seed, progress, tau, budget_ratio,
     snap_window, task: toy.Task = toy.TOY_TASK, name: str = "pair",
-    pair_options: dict[str, Any] | None = None,
+    pair_options: dict[str, Any] | None = None, token_limit: int | None = None,
 ):
     from pairht_trl import PairGRPOConfig, PairGRPOTrainer
 
@@ -336,6 +397,7 @@ def _run_pair(
         tokens_fn=meter.poll,
         record=record,
         progress=progress,
+        token_limit=token_limit,
     )
     cfg = PairGRPOConfig(
         **kwargs,
@@ -361,6 +423,7 @@ def _run_pair(
     record.seconds = time.perf_counter() - t0 - cb.eval_seconds
     record.cpu_seconds = time.process_time() - c0 - cb.eval_cpu
     record.prefix_tokens, record.suffix_tokens = meter.poll()
+    record.time_split = trainer.step_timer.mean()
     record.full_suffix_ht = meter.full_suffix_ht
     record.initial_reward = record.curve[0][2]
     record.final_reward = record.curve[-1][2]
@@ -370,20 +433,50 @@ def _run_pair(
 # --------------------------------------------------------------------------- entry point
 
 
+#: Per-task defaults of :func:`run_comparison`: prefix checkpoint, learning rate, supervised
+#: warm-up steps, steps per method and the policy's position budget (chain responses reach 58
+#: tokens after a 10-token prompt).
+TASK_DEFAULTS: dict[str, dict[str, int | float]] = {
+    "chain": dict(tau=8, learning_rate=1e-4, warmup_steps=600, steps=40, max_positions=96),
+    "toy": dict(tau=6, learning_rate=3e-4, warmup_steps=400, steps=60, max_positions=64),
+}
+
+
+def _task(name: str) -> toy.Task:
+    from pairht_demo.chain import CHAIN_TASK
+
+    tasks = {"chain": CHAIN_TASK, "toy": toy.TOY_TASK}
+    if name not in tasks:
+        raise ValueError(f"task must be one of {sorted(tasks)}; got task={name!r}")
+    return tasks[name]
+
+
+def reach(record: MethodResult, target: float) -> tuple[int, int, float] | None:
+    """``(step, generated tokens, training seconds)`` at the first held-out evaluation of
+    ``record`` whose reward is ``>= target``; None if none is. Evaluation points only (no
+    interpolation between them)."""
+    for (step, tokens, reward), seconds in zip(record.curve, record.wall):
+        if reward >= target:
+            return step, tokens, seconds
+    return None
+
+
 def run_comparison(
     steps: int | None = None,
     seed: int = 0,
     out_dir: str | os.PathLike = "demo-out",
     *,
+    task: str = "chain",
     methods: Sequence[str] = METHODS,
     num_generations: int = 8,
     prompts_per_step: int = 8,
-    tau: int = 6,
+    tau: int | None = None,
     snap_window: int = 8,
     budget_ratio: float = 0.5,
-    learning_rate: float = 3e-4,
-    warmup_steps: int = 400,
+    learning_rate: float | None = None,
+    warmup_steps: int | None = None,
     eval_every: int | None = None,
+    match_tokens: bool = False,
     plot: bool = True,
     progress: bool = True,
     console: Any = None,
@@ -393,26 +486,38 @@ def run_comparison(
     Parameters
     ----------
     steps : int, optional
-        Optimizer steps per method. Default 60, or 12 when ``PAIRHT_E2E_SHORT=1``.
+        Optimizer steps per method. Default: the task's (chain 40, toy 60), or 12 when
+        ``PAIRHT_E2E_SHORT=1``.
     seed : int
         Seeds model initialisation, warm-up, prompt order, sampling and the PAIR design.
     out_dir : path
         Receives ``results.json``, ``table.txt`` and ``reward_vs_tokens.png``.
+    task : {"chain", "toy"}
+        ``"chain"`` (default, :mod:`pairht_demo.chain`): responses of 28-58 tokens, most
+        unfinished at the prefix checkpoint, failures visible early. ``"toy"``
+        (:mod:`pairht_demo.toy`): 12-39 tokens, where the prefix is half of PAIR's tokens.
     methods : subset of ("grpo", "pair")
     num_generations : int
         Group size G (candidates per prompt).
     prompts_per_step : int
         Prompts per optimizer step (``G * prompts_per_step`` completions per step).
     tau, snap_window : int
-        PAIR prefix checkpoint and newline snap window, in tokens.
+        PAIR prefix checkpoint (default: the task's, :data:`TASK_DEFAULTS`) and newline snap
+        window, in tokens.
     budget_ratio : float
         PAIR expected suffix budget as a fraction of the full-group predicted suffix cost.
-    learning_rate : float
-        AdamW learning rate of both runs (constant schedule).
-    warmup_steps : int
-        Supervised warm-up steps before RL (shared: run once, then copied).
+    learning_rate : float, optional
+        AdamW learning rate of both runs (constant schedule; default: the task's).
+    warmup_steps : int, optional
+        Supervised warm-up steps before RL (shared: run once, then copied; the chain task's is
+        cached on disk with ``pairht experiment``'s, under ``$PAIRHT_CACHE``).
     eval_every : int, optional
-        Held-out evaluation period in steps (default ``max(1, steps // 6)``).
+        Held-out evaluation period in steps (default ``max(1, steps // 8)``).
+    match_tokens : bool
+        With both methods: GRPO trains ``steps`` steps, then PAIR trains on the same prompt
+        stream until it has generated as many tokens as GRPO did (at most ``2 * steps``
+        steps), so that both spend the same generation budget; the table says how many steps
+        each took. False (default): both train ``steps`` steps.
     plot : bool
         Write the PNG (matplotlib, imported only here).
     progress, console
@@ -428,14 +533,17 @@ def run_comparison(
     >>> pair, grpo = res.results["pair"], res.results["grpo"]  # doctest: +SKIP
     >>> pair.generated_tokens < grpo.generated_tokens  # doctest: +SKIP
     True
-    >>> round(res.suffix_ratio(), 1)  # doctest: +SKIP
-    0.5
     """
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise ValueError(f"methods must be a non-empty subset of {METHODS}; got {list(methods)!r}")
+    the_task = _task(task)
+    defaults = TASK_DEFAULTS[task]
     if steps is None:
-        steps = 12 if _short() else 60
+        steps = 12 if _short() else int(defaults["steps"])
+    tau = int(defaults["tau"]) if tau is None else tau
+    learning_rate = float(defaults["learning_rate"]) if learning_rate is None else learning_rate
+    warmup_steps = int(defaults["warmup_steps"]) if warmup_steps is None else warmup_steps
     for name, v in (("steps", steps), ("num_generations", num_generations),
                     ("prompts_per_step", prompts_per_step), ("tau", tau),
                     ("warmup_steps", warmup_steps)):
@@ -443,59 +551,85 @@ def run_comparison(
             raise ValueError(f"{name} must be a positive int; got {name}={v!r}")
     if num_generations < 2:
         raise ValueError(f"num_generations must be >= 2 (pairs need two); got {num_generations}")
-    eval_every = eval_every or max(1, steps // 6)
+    eval_every = eval_every or max(1, steps // 8)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     import torch
 
     # The toy model's matmuls are tiny: a second intra-op thread gains nothing, and on a busy
     # machine (CI's two cores) an oversubscribed thread pool makes each step many times slower.
+    # The same holds for numpy's BLAS pool, which the heads' refit runs on.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _run_comparison(
-            steps, seed, out, methods, num_generations, prompts_per_step, tau, snap_window,
-            budget_ratio, learning_rate, warmup_steps, eval_every, plot, progress, console,
-        )
+        with single_blas_thread():
+            return _run_comparison(
+                steps, seed, out, the_task, methods, num_generations, prompts_per_step, tau,
+                snap_window, budget_ratio, learning_rate, warmup_steps, eval_every,
+                match_tokens and set(methods) == set(METHODS), plot, progress, console,
+                int(defaults["max_positions"]),
+            )
     finally:
         torch.set_num_threads(threads)
 
 
+def _warm_start(task: toy.Task, seed: int, steps: int, max_positions: int, progress: bool):
+    """The warm-started policy and the seconds it took (0 when read from the disk cache)."""
+    cfg = toy.ToyModelConfig(max_positions=max_positions)
+    t0 = time.perf_counter()
+    if task.name == "toy":
+        base, warm = toy.warm_started_model(seed, steps=steps, progress=progress, config=cfg)
+        return base, warm.seconds
+    from pairht_demo import experiment  # imports this module: import it lazily
+
+    base = experiment._warm_model(task, seed, steps, cfg)
+    return base, time.perf_counter() - t0
+
+
 def _run_comparison(
-    steps, seed, out, methods, num_generations, prompts_per_step, tau, snap_window,
-    budget_ratio, learning_rate, warmup_steps, eval_every, plot, progress, console,
+    steps, seed, out, task, methods, num_generations, prompts_per_step, tau, snap_window,
+    budget_ratio, learning_rate, warmup_steps, eval_every, match_tokens, plot, progress, console,
+    max_positions,
 ) -> ComparisonResult:
-    tokenizer = toy.make_tokenizer()
-    base, warm = toy.warm_started_model(seed, steps=warmup_steps, progress=progress)
-    dataset = toy.make_dataset(steps * prompts_per_step, rng=seed, split="train")
-    max_len = toy.response_length(toy.MAX_COUNT) + 8
+    tokenizer = toy.make_tokenizer(task)
+    base, warm_seconds = _warm_start(task, seed, warmup_steps, max_positions, progress)
+    kernel_seconds = warm_kernels() if "pair" in methods else 0.0
+    # One prompt stream for both runs (TRL's sampler shuffles the whole dataset with the seed,
+    # so both see the same prompts in the same order however long each trains).
+    max_steps = 2 * steps if match_tokens else steps
+    dataset = task.dataset(max_steps * prompts_per_step, rng=seed, split="train")
     results: dict[str, MethodResult] = {}
     eval_seed = seed + 1
-    for method in methods:
+    for method in sorted(methods, key=METHODS.index):  # GRPO first: PAIR may match its tokens
+        run_steps = max_steps if method == "pair" else steps
         kwargs = _base_kwargs(
             out / method,
-            steps=steps,
+            steps=run_steps,
             seed=seed,
             num_generations=num_generations,
             prompts_per_step=prompts_per_step,
             learning_rate=learning_rate,
-            max_completion_length=max_len,
+            max_completion_length=task.max_new_tokens,
         )
         model = copy.deepcopy(base)
-        common = dict(steps=steps, eval_every=eval_every, eval_seed=eval_seed, progress=progress)
+        common = dict(steps=run_steps, eval_every=eval_every, eval_seed=eval_seed,
+                      progress=progress, task=task)
         if method == "grpo":
             results[method] = _run_grpo(model, tokenizer, dataset, kwargs, **common)
         else:
+            limit = results["grpo"].generated_tokens if match_tokens else None
             results[method] = _run_pair(
                 model, tokenizer, dataset, kwargs, tau=tau, snap_window=snap_window,
-                budget_ratio=budget_ratio, **common,
+                budget_ratio=budget_ratio, token_limit=limit, **common,
             )
     settings = dict(
-        steps=steps, seed=seed, num_generations=num_generations,
+        task=task.name, steps=steps, seed=seed, num_generations=num_generations,
         prompts_per_step=prompts_per_step, tau=tau, snap_window=snap_window,
         budget_ratio=budget_ratio, learning_rate=learning_rate, warmup_steps=warmup_steps,
-        warmup_seconds=warm.seconds, warmup_final_loss=warm.final_loss, eval_every=eval_every,
-        eval="held-out success rate, 16 combos x 8 completions sampled at temperature 1",
+        warmup_seconds=warm_seconds, kernel_load_seconds=kernel_seconds, eval_every=eval_every,
+        match_tokens=match_tokens,
+        eval=f"held-out success rate, {len(task.eval_items)} prompts x 8 completions sampled "
+             "at temperature 1",
     )
     table_path = out / "table.txt"
     plot_path = out / "reward_vs_tokens.png" if plot else None
@@ -527,19 +661,23 @@ def _print_table(result: ComparisonResult, console: Any = None) -> str:
     from rich.console import Console
     from rich.table import Table
 
+    s = result.settings
     table = Table(
-        title="PAIR vs GRPO on the toy task (CPU)",
+        title=(f"PAIR vs GRPO on the {s['task']} task (CPU; "
+               + ("PAIR trained until it had generated GRPO's tokens)" if s["match_tokens"]
+                  else f"{s['steps']} steps each)")),
         caption=(
-            "reward: held-out success, 16 prompts x 8 samples at T=1. tokens: generated "
-            "(PAIR: prefixes + continued suffixes). wall/cpu s: training, eval excluded"
+            f"reward: {s['eval']}. tokens: generated (PAIR: prefixes + continued suffixes). "
+            "wall/cpu s: training, eval excluded"
         ),
     )
-    for col in ("method", "reward start", "reward end", "prefix tok", "suffix tok",
+    for col in ("method", "steps", "reward start", "reward end", "prefix tok", "suffix tok",
                 "total tok", "wall s", "cpu s"):
         table.add_column(col, justify="left" if col == "method" else "right")
     for name, r in result.results.items():
         table.add_row(
             name.upper(),
+            str(r.steps),
             f"{r.initial_reward:.3f}",
             f"{r.final_reward:.3f}",
             f"{r.prefix_tokens:,}",
@@ -548,21 +686,103 @@ def _print_table(result: ComparisonResult, console: Any = None) -> str:
             f"{r.seconds:.1f}",
             f"{r.cpu_seconds:.1f}",
         )
-    console = console or Console()
-    console.print(table)
-    extra = ""
+    lines = []
     if set(result.results) == set(METHODS):
-        extra = (
-            f"PAIR suffix tokens / GRPO tokens past the checkpoint: {result.suffix_ratio():.3f}; "
-            f"/ its own HT full-group estimate: {result.results['pair'].suffix_fraction:.3f} "
-            f"(budget_ratio {result.settings['budget_ratio']})"
-        )
-        console.print(extra)
+        lines = _comparison_lines(result)
+    # at least 110 columns: rich would otherwise truncate the numbers to an 80-column pipe
+    console = console or Console(width=max(Console().width, 110))
     rec = Console(record=True, width=110, file=io.StringIO())
-    rec.print(table)
-    if extra:
-        rec.print(extra)
+    for out in (console, rec):
+        out.print(table)
+        for line in lines:
+            out.print(line, highlight=False, markup=False)
     return rec.export_text()
+
+
+def _comparison_lines(result: ComparisonResult) -> list[str]:
+    """The verdict (tokens and seconds to GRPO's final reward), the token ratio, the per-step
+    time split and where the time went, as printed under the table."""
+    from pairht_trl.timing import format_split
+
+    g, p = result.results["grpo"], result.results["pair"]
+    s = result.settings
+    # GRPO's tokens stand in for PAIR's full-group cost only over the same prompts
+    versus_grpo = ("" if s.get("match_tokens") else
+                   f"PAIR suffix tokens / GRPO tokens past the checkpoint: "
+                   f"{result.suffix_ratio():.3f}; ")
+    lines = [
+        f"{versus_grpo}PAIR suffix tokens / its own HT full-group estimate: "
+        f"{p.suffix_fraction:.3f} (budget_ratio {s['budget_ratio']})",
+        "",
+        f"GRPO: {g.steps} steps, {g.generated_tokens:,} tokens, {g.seconds:.1f} s, final "
+        f"held-out reward {g.final_reward:.3f}",
+        f"PAIR: {p.steps} steps, {p.generated_tokens:,} tokens, {p.seconds:.1f} s, final "
+        f"held-out reward {p.final_reward:.3f}",
+    ]
+    hit = reach(p, g.final_reward)
+    if hit is None:
+        lines.append(
+            f"PAIR did not reach GRPO's final held-out reward ({g.final_reward:.3f}) at any "
+            f"evaluation (best {max(c[2] for c in p.curve):.3f})."
+        )
+    else:
+        step, tokens, seconds = hit
+        lines.append(
+            f"PAIR first reached GRPO's final held-out reward ({g.final_reward:.3f}) at step "
+            f"{step}: {tokens:,} tokens ({tokens / g.generated_tokens:.2f}x GRPO's) and "
+            f"{seconds:.1f} s ({seconds / g.seconds:.2f}x GRPO's)."
+        )
+    lines.append(
+        f"One-time numba kernel load/compile before training (not in either run's seconds): "
+        f"{s['kernel_load_seconds']:.1f} s."
+    )
+    splits = {"GRPO": g.time_split, "PAIR": p.time_split}
+    if all(splits.values()):
+        lines += ["", "Per-step wall-clock split (mean over steps; exclusive phases):",
+                  format_split(splits), "",
+                  _explain(g.time_split, p.time_split,
+                           (p.generated_tokens / p.steps) / (g.generated_tokens / g.steps))]
+    return lines
+
+
+def _explain(g: dict[str, float], p: dict[str, float], token_ratio: float) -> str:
+    """One paragraph on where PAIR's step time went relative to GRPO's, from the two splits
+    (``token_ratio``: PAIR's generated tokens per step over GRPO's)."""
+    def ms(x: float) -> str:
+        return f"{1000 * x:.0f} ms"
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.2f}x" if b > 0 else "n/a"
+
+    gen_g = g["generation"]
+    gen_p = p["prefix"] + p["features"] + p["continuation"] + p["generation"]
+    own = p["heads"] + p["allocation"]
+    gen_ratio = gen_p / gen_g if gen_g > 0 else math.nan
+    upd_ratio = p["update"] / g["update"] if g["update"] > 0 else math.nan
+    why_gen = (
+        "a decode step of a tiny model is mostly fixed overhead (over half the rows it costs "
+        "about 0.8x), and PAIR decodes the prefix steps and then up to the longest selected "
+        "suffix, so its generation time fell less than its tokens"
+        if gen_ratio > token_ratio + 0.05 else "its generation time fell with its tokens"
+    )
+    why_upd = (
+        ", so the update does not shrink with the tokens PAIR skipped"
+        if upd_ratio > 0.85 else ""
+    )
+    return (
+        f"PAIR's step took {ms(p['total'])} against GRPO's {ms(g['total'])} "
+        f"({ratio(p['total'], g['total'])}) for {token_ratio:.2f}x the generated tokens per "
+        f"step. Generation: GRPO decoded every candidate to the end in {ms(gen_g)}; PAIR spent "
+        f"{ms(p['prefix'])} on prefixes, {ms(p['features'])} on the feature forward and "
+        f"{ms(p['continuation'])} resuming the selected candidates ({ms(gen_p)} in all, "
+        f"{ratio(gen_p, gen_g)} GRPO's): {why_gen}. PAIR's own overheads: prefix heads "
+        f"(prediction and refit) {ms(p['heads'])} and allocation with design draw "
+        f"{ms(p['allocation'])}, {ratio(own, p['total'])} of its step. The policy update took "
+        f"{ms(p['update'])} against GRPO's {ms(g['update'])} ({ratio(p['update'], g['update'])}; "
+        f"TRL's loss runs forward and backward over every row of the batch, PAIR's unselected "
+        f"rows masked, not removed{why_upd}). Timings are wall-clock: on a busy machine they "
+        f"vary from run to run; the cpu s column is steadier."
+    )
 
 
 def _plot(result: ComparisonResult, path: Path) -> None:
@@ -586,7 +806,7 @@ def _plot(result: ComparisonResult, path: Path) -> None:
     for a in (ax, bx):
         a.grid(alpha=0.3)
         a.legend()
-    fig.suptitle("PAIR vs GRPO, toy task (same warm start, same prompts)")
+    fig.suptitle(f"PAIR vs GRPO, {result.settings['task']} task (same warm start, same prompts)")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -600,7 +820,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out-dir", default="demo-out")
     p.add_argument("--methods", default="grpo,pair", help="comma-separated subset of grpo,pair")
     p.add_argument("--budget-ratio", type=float, default=0.5)
-    p.add_argument("--tau", type=int, default=6)
+    p.add_argument("--task", default="chain", choices=sorted(TASK_DEFAULTS))
+    p.add_argument("--tau", type=int, default=None, help="default: the task's (chain 8, toy 6)")
+    p.add_argument("--match-tokens", action="store_true",
+                   help="PAIR trains until it has generated GRPO's tokens (default: --steps)")
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
@@ -609,8 +832,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=a.seed,
         out_dir=a.out_dir,
         methods=[m.strip() for m in a.methods.split(",") if m.strip()],
+        task=a.task,
         budget_ratio=a.budget_ratio,
         tau=a.tau,
+        match_tokens=a.match_tokens,
         plot=not a.no_plot,
         progress=not a.no_progress,
     )

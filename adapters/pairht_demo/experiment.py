@@ -10,14 +10,19 @@ several seeds, and writes a markdown report with figures:
 * ``pair`` -- :class:`pairht_trl.PairGRPOTrainer`, exact mode, its default design;
 * ``pair_fixed`` -- the same with a fixed-size design (conditional Poisson);
 * further arms that need only :class:`~pairht_trl.PairGRPOConfig` options, registered in
-  :data:`ARMS` (``uniform``, ``pointwise`` and ``unweighted`` when the config offers them).
+  :data:`ARMS`: ``uniform``, ``pointwise``, and the paper's comparators as allocators of the
+  same step (``vip``, ``hora``, ``duet``, ``dppo``; :mod:`pairht.comparators`) and
+  ``pair_joint`` (one budget across prompts and within groups). They run in the same trainer,
+  with the same prefix phase, budget ratio and token accounting as ``pair``.
 
 Reported per arm (mean over seeds, with 95% intervals from a paired bootstrap over seeds and
 held-out prompts): final held-out accuracy and its difference to ``grpo``; generated tokens and
 training wall-clock; the area under accuracy-vs-tokens over the token range every arm reached
 (the mean accuracy an arm holds while spending the same tokens); tokens and seconds to a fixed
-accuracy. The default task is :mod:`pairht_demo.chain` (responses of 28-58 tokens, ``tau = 8``):
-most candidates are unfinished at the checkpoint and an early slip predicts failure.
+accuracy. The report ranks the arms at *equal generated tokens*: held-out accuracy read off
+each run's curve at the fewest tokens any run spent, with 95% intervals over seeds. The
+default task is :mod:`pairht_demo.chain` (responses of 28-58 tokens, ``tau = 8``): most
+candidates are unfinished at the checkpoint and an early slip predicts failure.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import numpy as np
 from pairht_demo import demo, toy
 from pairht_demo.chain import CHAIN_TASK
 
-__all__ = ["ARMS", "Arm", "ArmRun", "ExperimentResult", "run_experiment"]
+__all__ = ["ARMS", "COMPARATOR_ARMS", "Arm", "ArmRun", "ExperimentResult", "run_experiment"]
 
 TASKS: dict[str, toy.Task] = {"chain": CHAIN_TASK, "toy": toy.TOY_TASK}
 
@@ -73,7 +78,33 @@ ARMS: dict[str, Arm] = {
         "pair", {"allocator": "pointwise"},
         description="pointwise p(1-p) continuation probabilities",
     ),
+    # The paper's comparators (issue 16), same trainer and token accounting; the prompt-level
+    # rules read the trainer's per-prompt history of observed rewards (pairht_trl.history).
+    "vip": Arm(
+        "pair", {"allocator": "vip"},
+        description="VIP: GP-predicted success, variance-minimising group sizes (SRSWOR)",
+    ),
+    "hora": Arm(
+        "pair", {"allocator": "hora"},
+        description="HORA: rollouts maximising posterior hit utility (SRSWOR)",
+    ),
+    "duet": Arm(
+        "pair", {"allocator": "duet"},
+        description="DUET phase 1: rollouts proportional to pbar(1-pbar) (SRSWOR; no abort)",
+    ),
+    "dppo": Arm(
+        "pair", {"allocator": "dppo"},
+        description="DPPO at plan time: every candidate completed (its pruning saves backward "
+                    "compute only, not applied here)",
+    ),
+    "pair_joint": Arm(
+        "pair", {"allocator": "pair_joint"},
+        description="PAIR with one budget split across prompts, then PAIR within each group",
+    ),
 }
+
+#: The comparator arms (``--arms comparators`` in the CLI).
+COMPARATOR_ARMS = ("vip", "hora", "duet", "dppo", "pair_joint")
 
 DEFAULT_ARMS = ("grpo", "grpo_small", "pair", "pair_fixed")
 
@@ -162,6 +193,22 @@ def _auc(xs: Sequence[float], ys: Sequence[float], upto: float) -> float:
     return float(((v[1:] + v[:-1]) / 2 * np.diff(grid)).sum() / upto)
 
 
+def _seed_interval(values: Sequence[float] | np.ndarray, n: int, seed: int
+                   ) -> tuple[float, float]:
+    """Percentile 95% bootstrap interval of the mean over seeds (one value per seed); NaN
+    with fewer than two seeds, where resampling seeds says nothing about their spread."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size < 2:
+        return math.nan, math.nan
+    return _bootstrap(v[:, None], n, seed)
+
+
+def _at_tokens(xs: Sequence[float], ys: Sequence[float], tokens: float) -> float:
+    """Held-out accuracy of a run when it had generated ``tokens`` tokens: its curve
+    ``y(x)`` linearly interpolated between evaluations (``tokens`` within the curve's range)."""
+    return float(np.interp(tokens, np.asarray(xs, np.float64), np.asarray(ys, np.float64)))
+
+
 def _nanmean(values: Sequence[float]) -> float:
     """Mean of the finite values; nan when there are none (an arm that never got there)."""
     v = np.asarray(values, dtype=np.float64)
@@ -192,6 +239,7 @@ def run_experiment(
     budget_ratio: float = 0.5,
     learning_rate: float = 1e-4,
     warmup_steps: int = 600,
+    epochs: int = 1,
     eval_every: int | None = None,
     out_dir: str | os.PathLike = "experiment-out",
     bootstrap: int = 2000,
@@ -210,6 +258,11 @@ def run_experiment(
     warmup_steps : int
         Supervised warm-up steps (cached on disk under ``$PAIRHT_CACHE``, default
         ``~/.cache/pairht``).
+    epochs : int
+        Passes over the training prompts: ``ceil(steps * prompts_per_step / epochs)`` distinct
+        prompts, each seen ``epochs`` times. With 1 (default) every prompt is seen once, so the
+        per-prompt history that VIP and HORA plan from (``pairht_trl.history``) is always empty
+        and they plan as if every prompt were new; ``epochs >= 2`` lets it accumulate.
     bootstrap : int
         Bootstrap resamples for the intervals.
 
@@ -223,6 +276,10 @@ def run_experiment(
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds must name at least one seed")
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"epochs must be an int >= 1 (passes over the training prompts); got "
+                         f"{epochs!r}")
+    visits = steps * prompts_per_step
     the_task = TASKS[task]
     cfg = toy.ToyModelConfig(max_positions=96) if task == "chain" else toy.ToyModelConfig()
     eval_every = eval_every or max(1, steps // 5)
@@ -239,7 +296,7 @@ def run_experiment(
         for seed in seeds:
             base = _warm_model(the_task, seed, warmup_steps, cfg)
             tok = toy.make_tokenizer(the_task)
-            dataset = the_task.dataset(steps * prompts_per_step, rng=seed, split="train")
+            dataset = the_task.dataset(math.ceil(visits / epochs), rng=seed, split="train")
             pair_tokens: dict[str, int] = {}
             grpo_tokens: int | None = None
             for arm_name in order:
@@ -251,7 +308,7 @@ def run_experiment(
                     full: float | None = grpo_tokens
                     if full is None:
                         full = _full_group_tokens(base, tok, dataset, the_task, seed, g,
-                                                  prompts_per_step)
+                                                  prompts_per_step, visits)
                     spent = pair_tokens.get("pair", float(np.mean(list(pair_tokens.values()))))
                     g = max(2, round(num_generations * spent / full))
                 kwargs = demo._base_kwargs(
@@ -284,7 +341,7 @@ def run_experiment(
         task=task, arms=arms, seeds=seeds, steps=steps, num_generations=num_generations,
         prompts_per_step=prompts_per_step, tau=tau, snap_window=snap_window,
         budget_ratio=budget_ratio, learning_rate=learning_rate, warmup_steps=warmup_steps,
-        eval_every=eval_every, bootstrap=bootstrap,
+        epochs=epochs, eval_every=eval_every, bootstrap=bootstrap,
         eval=f"held-out success, {len(the_task.eval_items)} prompts x 8 samples at T=1",
     )
     summary = summarise(runs, arms, seeds, bootstrap=bootstrap)
@@ -297,9 +354,11 @@ def run_experiment(
     return ExperimentResult(runs, summary, report, figures, settings)
 
 
-def _full_group_tokens(base, tok, dataset, task, seed, g, prompts_per_step) -> float:
+def _full_group_tokens(base, tok, dataset, task, seed, g, prompts_per_step,
+                       visits: int | None = None) -> float:
     """Generated tokens of a full group over the whole run, estimated from one batch (a pilot
-    without training), scaled to the run's prompts."""
+    without training), scaled to the run's prompt visits (``visits``; default one pass over
+    ``dataset``)."""
     import torch
 
     prompts = [dataset[i]["prompt"] for i in range(min(len(dataset), prompts_per_step))]
@@ -312,7 +371,7 @@ def _full_group_tokens(base, tok, dataset, task, seed, g, prompts_per_step) -> f
     new = out[:, enc["input_ids"].shape[1]:]
     ended = (new == tok.eos_token_id).int()
     lengths = torch.where(ended.any(1), ended.argmax(1) + 1, torch.tensor(new.shape[1]))
-    return float(lengths.float().mean()) * g * len(dataset)
+    return float(lengths.float().mean()) * g * (len(dataset) if visits is None else visits)
 
 
 def summarise(
@@ -326,11 +385,20 @@ def summarise(
     best = max(float(np.mean([by[(a, s)].result.final_reward for s in seeds])) for a in arms)
     target = initial + 0.5 * (best - initial)
     ref = "grpo" if "grpo" in arms else arms[0]
+
+    def at_equal(arm: str) -> np.ndarray:  # per seed: accuracy after `upto` tokens
+        return np.array([_at_tokens([c[1] for c in by[(arm, s)].result.curve],
+                                    [c[2] for c in by[(arm, s)].result.curve], upto)
+                         for s in seeds])
+
+    ref_eq = at_equal(ref)
     rows = []
     for a in arms:
         finals = np.array([by[(a, s)].final_by_item for s in seeds])
         ref_f = np.array([by[(ref, s)].final_by_item for s in seeds])
         res = [by[(a, s)].result for s in seeds]
+        eq = at_equal(a)
+        aucs = [_auc([c[1] for c in r.curve], [c[2] for c in r.curve], upto) for r in res]
         rows.append(dict(
             arm=a,
             group_size=int(np.mean([by[(a, s)].group_size for s in seeds])),
@@ -341,8 +409,13 @@ def summarise(
             tokens=float(np.mean([r.generated_tokens for r in res])),
             prefix_tokens=float(np.mean([r.prefix_tokens for r in res])),
             seconds=float(np.mean([r.seconds for r in res])),
-            auc_tokens=float(np.mean([_auc([c[1] for c in r.curve], [c[2] for c in r.curve],
-                                           upto) for r in res])),
+            auc_tokens=float(np.mean(aucs)),
+            auc_tokens_ci=_seed_interval(aucs, bootstrap, 2),
+            equal_tokens=float(upto),
+            acc_at_equal_tokens=float(eq.mean()),
+            acc_at_equal_tokens_ci=_seed_interval(eq, bootstrap, 3),
+            delta_at_equal_tokens=float((eq - ref_eq).mean()),
+            delta_at_equal_tokens_ci=_seed_interval(eq - ref_eq, bootstrap, 4),
             auc_wall=float(np.mean([_auc(r.wall, [c[2] for c in r.curve], wall_upto)
                                     for r in res])),
             tokens_to_target=_nanmean([_first_reach([c[1] for c in r.curve],
@@ -364,7 +437,8 @@ def render_report(summary: list[dict[str, Any]], settings: dict[str, Any],
         "# Compute-matched comparison",
         "",
         f"Task `{s['task']}`, seeds {s['seeds']}, {s['steps']} steps x {s['prompts_per_step']} "
-        f"prompts, G = {s['num_generations']}, tau = {s['tau']}, budget ratio "
+        f"prompts ({s.get('epochs', 1)} pass(es) over the training prompts), "
+        f"G = {s['num_generations']}, tau = {s['tau']}, budget ratio "
         f"{s['budget_ratio']}, lr {s['learning_rate']}. Evaluation: {s['eval']}. Intervals: "
         f"95% percentile bootstrap ({s['bootstrap']} resamples) over seeds and held-out "
         "prompts, paired across arms.",
@@ -387,10 +461,51 @@ def render_report(summary: list[dict[str, Any]], settings: dict[str, Any],
         "the warm start to the best arm's final mean). AUC(tokens): mean held-out accuracy over "
         "the token range every arm reached; AUC(wall): the same over training seconds.",
         "",
+        *render_ranking(summary),
         *[f"![{p.stem}]({p.name})" for p in figures],
         "",
     ]
     return "\n".join(lines)
+
+
+def _ci(lo_hi: Sequence[float], fmt: str = ".3f") -> str:
+    lo, hi = lo_hi
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "[n/a]"
+    return f"[{lo:{fmt}}, {hi:{fmt}}]"
+
+
+def render_ranking(summary: list[dict[str, Any]]) -> list[str]:
+    """Report lines ranking the arms at equal generated tokens (best first).
+
+    Every arm is read at the same token count ``T`` (the fewest tokens any run generated in
+    total), so an arm that spends more tokens per step is judged on what it held at ``T``,
+    not on its final accuracy. Ties in that accuracy are broken by ``AUC(tokens)``.
+    """
+    ref = summary[0]["reference"]
+    ranked = sorted(summary, key=lambda r: (-r["acc_at_equal_tokens"], -r["auc_tokens"]))
+    lines = [
+        "## Ranking at equal generated tokens",
+        "",
+        f"Held-out accuracy of each arm when it had generated T = "
+        f"{summary[0]['equal_tokens']:,.0f} tokens (prefix and suffix, the fewest any run spent; "
+        "each run's curve interpolated between evaluations), best first. Intervals: 95% "
+        "percentile bootstrap over seeds (n/a with one seed; the evaluation's own sampling "
+        "noise is not in them).",
+        "",
+        f"| rank | arm | accuracy at T [95% CI] | vs {ref} at T [95% CI] | AUC(tokens) [95% CI] "
+        "| total tokens |",
+        "|---|---|---|---|---|---|",
+    ]
+    for i, r in enumerate(ranked, 1):
+        lines.append(
+            f"| {i} | {r['arm']} | {r['acc_at_equal_tokens']:.3f} "
+            f"{_ci(r['acc_at_equal_tokens_ci'])} | {r['delta_at_equal_tokens']:+.3f} "
+            f"{_ci(r['delta_at_equal_tokens_ci'], '+.3f')} | {r['auc_tokens']:.3f} "
+            f"{_ci(r['auc_tokens_ci'])} | {r['tokens']:,.0f} |"
+        )
+    lines += [""]
+    return lines
 
 
 def _plot(runs: Sequence[ArmRun], arms: Sequence[str], out: Path) -> list[Path]:
@@ -426,13 +541,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="pairht experiment", description=__doc__.split("\n\n")[0])
     p.add_argument("--arms", default=",".join(DEFAULT_ARMS),
-                   help=f"comma-separated subset of {','.join(ARMS)}")
+                   help=f"comma-separated subset of {','.join(ARMS)}; 'comparators' stands "
+                        f"for {','.join(COMPARATOR_ARMS)}")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--task", default="chain", choices=sorted(TASKS))
     p.add_argument("--steps", type=int, default=None, help="default 40 (6 with PAIRHT_E2E_SHORT)")
     p.add_argument("--budget-ratio", type=float, default=0.5)
     p.add_argument("--tau", type=int, default=8)
     p.add_argument("--learning-rate", type=float, default=1e-4)
+    p.add_argument("--epochs", type=int, default=1,
+                   help="passes over the training prompts (>= 2: VIP/HORA get a history)")
     p.add_argument("--out-dir", default="experiment-out")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
@@ -442,8 +560,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--seeds must be comma-separated ints; got {a.seeds!r}")
     steps = a.steps if a.steps is not None else (6 if demo._short() else 40)
     t0 = time.perf_counter()
+    names: list[str] = []
+    for x in (x.strip() for x in a.arms.split(",")):
+        names += list(COMPARATOR_ARMS) if x == "comparators" else [x] if x else []
     res = run_experiment(
-        [x.strip() for x in a.arms.split(",") if x.strip()], seeds, task=a.task, steps=steps,
+        names, seeds, task=a.task, steps=steps, epochs=a.epochs,
         budget_ratio=a.budget_ratio, tau=a.tau, learning_rate=a.learning_rate, out_dir=a.out_dir,
         progress=not a.no_progress,
     )

@@ -38,6 +38,7 @@ appear in warm-up demonstrations or RL training prompts.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -212,21 +213,37 @@ def toy_reward(
     >>> toy_reward(["repeat c 3 :"] * 3, [good, short, tight])
     [1.0, 0.0, 1.0]
     """
+    items = graded_items(prompts, completions, (letter, count), lambda c, k: (c, int(k)),
+                         _parse_prompt)
+    out = []
+    for (c, k), completion in zip(items, completions):
+        _check_combo(c, k)
+        expected = [[str(k)]] + [[c, str(i)] for i in range(1, k + 1)]
+        out.append(1.0 if _completion_lines(_as_text(completion)) == expected else 0.0)
+    return out
+
+
+def graded_items(
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    columns: tuple[Sequence[Any] | None, ...],
+    from_columns: Callable[..., Any],
+    parse: Callable[[str], Any],
+) -> list[Any]:
+    """The item each completion answers, for a task's reward function (TRL's signature).
+
+    From the dataset ``columns`` (``from_columns(*row)``) when all are given, else parsed from
+    the prompt text (``parse``); prompts and completions of different lengths are refused.
+    """
     if len(prompts) != len(completions):
         raise ValueError(
             f"prompts and completions must have the same length; got {len(prompts)} and "
             f"{len(completions)}"
         )
-    out = []
-    for idx, (prompt, completion) in enumerate(zip(prompts, completions)):
-        if letter is not None and count is not None:
-            c, k = letter[idx], int(count[idx])
-        else:
-            c, k = _parse_prompt(_as_text(prompt))
-        _check_combo(c, k)
-        expected = [[str(k)]] + [[c, str(i)] for i in range(1, k + 1)]
-        out.append(1.0 if _completion_lines(_as_text(completion)) == expected else 0.0)
-    return out
+    if all(col is not None for col in columns):
+        return [from_columns(*(col[i] for col in columns if col is not None))
+                for i in range(len(prompts))]
+    return [parse(_as_text(prompt)) for prompt in prompts]
 
 
 def _as_text(x: Any) -> str:
@@ -346,28 +363,14 @@ def make_model(
     """A randomly initialised tiny ``LlamaForCausalLM`` for a task's vocabulary (default: the
     toy task; deterministic in ``seed``), with ``eos``/``pad`` ids and a generation config set
     for the task."""
-    import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformers import GenerationConfig
+
+    from pairht_rollout.tiny_model import tiny_llama
 
     cfg = config or ToyModelConfig()
     task = task or TOY_TASK
     tok = make_tokenizer(task)
-    lcfg = LlamaConfig(
-        vocab_size=len(task.words),
-        hidden_size=cfg.hidden_size,
-        intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_heads,
-        max_position_embeddings=cfg.max_positions,
-        tie_word_embeddings=True,
-        pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id,
-        bos_token_id=tok.eos_token_id,
-    )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(lcfg)
+    model = tiny_llama(tok, vocab_size=len(task.words), seed=seed, **dataclasses.asdict(cfg))
     model.generation_config = GenerationConfig(
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,
@@ -519,26 +522,12 @@ def _progress(it: Any, enabled: bool, desc: str) -> Any:
 
 
 def success_rate(
-    model: LlamaForCausalLM,
-    tokenizer: PreTrainedTokenizerFast | None = None,
-    *,
-    split: str = "eval",
-    n_prompts: int | None = None,
-    samples_per_prompt: int = 8,
-    greedy: bool = False,
-    seed: int = 0,
-    task: Task | None = None,
+    model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast | None = None, **options: Any
 ) -> float:
-    """Mean :func:`toy_reward` of the model's completions on one split's prompts (the mean of
-    :func:`success_by_item`; same arguments)."""
-    return float(
-        np.mean(
-            success_by_item(
-                model, tokenizer, split=split, n_prompts=n_prompts,
-                samples_per_prompt=samples_per_prompt, greedy=greedy, seed=seed, task=task,
-            )
-        )
-    )
+    """Mean :func:`toy_reward` of the model's completions on one split's prompts: the mean of
+    :func:`success_by_item`, whose keyword ``options`` (``split``, ``n_prompts``,
+    ``samples_per_prompt``, ``greedy``, ``seed``, ``task``) it takes."""
+    return float(np.mean(success_by_item(model, tokenizer, **options)))
 
 
 def success_by_item(

@@ -12,6 +12,7 @@ module                      what it holds
 ``features``                ``prefix_features`` (the heads' input, from the policy)
 ``sync_check``              engine vs policy log-probabilities after a weight sync
 ``transformers_backend``    ``TransformersTwoPhase``: exact KV-cache resumption on ``generate``
+``tiny_model``              ``tiny_llama``: the random-init tiny policy of the toy tasks and tests
 ==========================  ==============================================================
 
 :mod:`pairht_vllm` implements the same contract on vLLM and imports only this package and the
@@ -33,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "snap_token_ids_from_tokenizer": "pairht_rollout.snapping",
     "trim_after_eos": "pairht_rollout.snapping",
     "TransformersTwoPhase": "pairht_rollout.transformers_backend",
+    "tiny_llama": "pairht_rollout.tiny_model",
 }
 
 __all__ = list(_EXPORTS)

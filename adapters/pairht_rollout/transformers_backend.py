@@ -20,6 +20,7 @@ two decoding steps.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -246,6 +247,7 @@ class TransformersTwoPhase:
         #: Sync check (contract attribute): this backend decodes with the policy itself, so
         #: after a phase 1 the engine-policy log-probability gap is 0 by construction.
         self.last_logprob_gap: float | None = None
+        self.last_feature_seconds: float | None = None
 
     # ------------------------------------------------------------------ helpers
     def _config(self, max_new_tokens: int) -> GenerationConfig:
@@ -353,6 +355,7 @@ class TransformersTwoPhase:
         # Features: recompute the final-layer hidden states of the last w positions from the
         # cache (one w-token forward, cheap next to decoding and model-agnostic), then restore
         # the cached keys/values bit for bit so that phase 2 resumes the exact phase-1 state.
+        feature_start = time.perf_counter()
         w = min(self.feature_window, l_max)
         saved = [
             (lay.keys[..., total - w :, :].clone(), lay.values[..., total - w :, :].clone())
@@ -376,6 +379,8 @@ class TransformersTwoPhase:
             lay.values = lay.values[..., : total - 1, :]
             lay.keys[..., total - w :, :].copy_(k)
             lay.values[..., total - w :, :].copy_(v)
+        # Read by the trainer's per-step time split (pairht_trl.timing: the features phase).
+        self.last_feature_seconds = time.perf_counter() - feature_start
 
         gen_list = gen.tolist()
         prefix_ids = [gen_list[i][: int(lengths[i])] for i in range(rows)]

@@ -261,12 +261,16 @@ class PairGRPOConfig(GRPOConfig):
         Continuation design, a name of the core registry :data:`pairht.designs.DESIGNS`
         (``"bernoulli"``, ``"conditional_poisson"``, ``"dependent_rounding"``, ...); its exact
         joint ``rho_ij`` is logged before any reward exists. ``None`` (default): the
-        allocator's own design (``"bernoulli"`` for ``"pair"``, SRSWOR for ``"srswor"`` and the
-        prompt-level comparators).
+        allocator's own design: for ``"pair"`` ``"conditional_poisson"``, PAIR's default
+        fixed-size design (``"bernoulli"`` with ``anchor_pair=True``; chosen by the audit at
+        equal realised cost, docs/step.md), SRSWOR for ``"srswor"`` and the prompt-level
+        comparators.
     design_size : int or None
         Sample size ``n = sum_i pi_i`` over the *unfinished* candidates of a fixed-size design
         (finished ones are kept on top; clipped to their number); ``None``: ``size="auto"`` of
-        :func:`pairht.allocation.allocate`. Only for fixed-size designs. An explicit ``n``
+        :func:`pairht.step.plan_continuations` (PAIR's default: per group, the two sizes
+        neighbouring ``budget_ratio`` times its unfinished count, mixed; a group that affords
+        no size of two is drawn Bernoulli). Only for fixed-size designs. An explicit ``n``
         must be affordable whatever the heads predict: with predicted costs ``c`` and no
         prefix finished the cheapest ``pi`` with ``sum pi = n`` costs at most
         ``(n / G) sum c`` (the extra mass goes to the cheapest candidates), with equality
@@ -353,7 +357,8 @@ class PairGRPOConfig(GRPOConfig):
     )
     design: str | None = field(
         default=None,
-        metadata={"help": "Continuation design; None: the allocator's own ('pair': bernoulli)."},
+        metadata={"help": "Continuation design; None: the allocator's own ('pair': "
+                          "conditional_poisson, fixed size; bernoulli with anchor_pair)."},
     )
     design_size: int | None = field(
         default=None, metadata={"help": "Sample size of fixed-size designs."}
@@ -430,7 +435,10 @@ class PairGRPOConfig(GRPOConfig):
                 if value != _trl_default(name):
                     changed.append(name)
         if self.design is None and self.allocator == "pair":
-            self.design = "bernoulli"  # else None: the allocator's own design (pairht.step)
+            # PAIR's default design (issue 14, docs/step.md): fixed size over the unfinished
+            # candidates; the anchor pair is defined on the Bernoulli design only. Else None:
+            # the allocator's own design (pairht.step).
+            self.design = "bernoulli" if self.anchor_pair else "conditional_poisson"
         length = self.max_completion_length
         if self.tau is None:
             self.tau = TAU_DEFAULT if length is None else max(1, min(TAU_DEFAULT, length // 4))
@@ -503,17 +511,9 @@ class PairGRPOConfig(GRPOConfig):
                     f"{self.budget_ratio:g}) = {affordable}. Lower design_size, raise "
                     f"budget_ratio, or use design_size=None (size 'auto')"
                 )
-        elif fixed:
-            # size "auto": with equal predicted costs the largest affordable size is
-            # floor(G * budget_ratio), which must reach max(2, ceil(G * pi_min))
-            lower = max(2, math.ceil(g * self.pi_min - 1e-12))
-            if affordable < lower:
-                raise ValueError(
-                    f"design={self.design!r} with equal predicted costs affords n = "
-                    f"floor(num_generations * budget_ratio) = {affordable} candidates, below "
-                    f"max(2, ceil(num_generations * pi_min)) = {lower}: raise budget_ratio or "
-                    f"num_generations, or use design='bernoulli'"
-                )
+        # design_size=None with a fixed-size design is size "auto": per group, the two sizes
+        # neighbouring budget_ratio x (unfinished candidates), mixed; a group that affords no
+        # size of two is drawn Bernoulli (pairht.step), so every budget is valid.
         if self.anchor_pair and fixed:
             raise ValueError(
                 f"anchor_pair=True is defined for the Bernoulli base design only; a fixed-size "

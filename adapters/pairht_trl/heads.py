@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 from torch import nn
 
 from pairht import calibration
@@ -43,6 +44,7 @@ from pairht.heads_fit import (
     fit_linear_probe,
     group_folds,
     log_cost_r2,
+    skill_score,
 )
 
 __all__ = ["HEAD_KINDS", "CrossFit", "HeadTrainer", "PrefixHeads", "cross_fit_heads",
@@ -360,11 +362,8 @@ class HeadTrainer:
             return 0.5, self._cost_scale
         w = 1.0 / self._pi.numpy()
         y, c = self._rewards.numpy(), self._costs.numpy()
-        p_bar = float(w @ y / w.sum())
-        pos = c > 0
-        c_bar = float(np.exp(w[pos] @ np.log(c[pos]) / w[pos].sum())) if pos.any() else (
-            self._cost_scale)
-        return p_bar, c_bar
+        return (calibration.ipw_mean(y, w),
+                calibration.ipw_geometric_mean(c, w, self._cost_scale))
 
     def skill(self) -> dict[str, float]:
         """``{"skill_success": ..., "skill_cost": ...}``: prequential held-out skill over the
@@ -377,8 +376,7 @@ class HeadTrainer:
         out = {}
         for key, (err, ref), rows in (("skill_success", (0, 1), scored),
                                       ("skill_cost", (2, 3), pos)):
-            den = float(w[rows] @ h[rows, ref])
-            out[key] = math.nan if not den > 0 else 1.0 - float(w[rows] @ h[rows, err]) / den
+            out[key] = skill_score(h[rows, err], h[rows, ref], w[rows])
         return out
 
     @property
@@ -444,12 +442,11 @@ class HeadTrainer:
             p_hat, c_hat = self.predict(new_u)
             p_bar, c_bar = self._constant_reference()
             y, cc = new_r.numpy(), new_c.numpy()
-            log_c = np.log(np.where(cc > 0, cc, 1.0))
             held_out = torch.from_numpy(np.stack([
                 (p_hat - y) ** 2,
                 (p_bar - y) ** 2,
-                np.where(cc > 0, (np.log(np.maximum(c_hat, 1e-300)) - log_c) ** 2, 0.0),
-                np.where(cc > 0, (math.log(c_bar) - log_c) ** 2, 0.0),
+                calibration.log_cost_error(np.maximum(c_hat, 1e-300), cc),
+                calibration.log_cost_error(np.full(cc.shape, c_bar), cc),
             ], axis=1))
         self._features = torch.cat([self._features, new_u])
         self._rewards = torch.cat([self._rewards, new_r])
@@ -483,6 +480,10 @@ class HeadTrainer:
         }
 
     def _losses(self, idx: torch.Tensor, w_bar: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """The IPW losses of the MLP heads on rows ``idx``, differentiable: the one torch
+        mirror of :func:`pairht.calibration.ipw_brier_loss` and
+        :func:`~pairht.calibration.ipw_log_cost_loss` (divided by ``w_bar``), tested equal to
+        them in ``tests/trl/test_heads.py``."""
         u = self._features[idx].to(self.device)
         y = self._rewards[idx].to(self.device, torch.float32)
         c = self._costs[idx].to(self.device, torch.float32)
@@ -497,17 +498,19 @@ class HeadTrainer:
         return loss_p, loss_c
 
     def _probe_losses(self, w_bar: float) -> tuple[float, float]:
-        """The IPW losses of the class docstring for the linear probe, over the whole window."""
-        y, c = self._rewards.numpy(), self._costs.numpy()
-        w = 1.0 / (self._pi.numpy() * w_bar)
+        """The IPW losses of the class docstring for the linear probe, over the whole window:
+        :func:`pairht.calibration.ipw_brier_loss` and
+        :func:`~pairht.calibration.ipw_log_cost_loss` (the window holds completed labels only;
+        a zero cost carries no cost label), divided by ``w_bar``."""
+        y, c, pi = self._rewards.numpy(), self._costs.numpy(), self._pi.numpy()
         u = self._features.double().numpy()
         probe = self.probe
         assert probe is not None  # called after a fit
         p = 1.0 / (1.0 + np.exp(-probe.logits(u)))
         _, c_hat = probe.predict(u)
-        pos = c > 0
-        log_err = np.where(pos, np.log(c_hat) - np.log(np.where(pos, c, 1.0)), 0.0)
-        return float(np.mean(w * (p - y) ** 2)), float(np.mean(w * log_err**2))
+        every = np.ones(y.shape, dtype=bool)
+        return (calibration.ipw_brier_loss(p, y, pi, every) / w_bar,
+                calibration.ipw_log_cost_loss(c_hat, c, pi, c > 0) / w_bar)
 
     def update(self) -> dict[str, float]:
         """Train on the replay window and return diagnostics.
@@ -536,8 +539,8 @@ class HeadTrainer:
             }
         pos = self._costs > 0
         if not self._fixed_cost_scale and pos.any():
-            w = 1.0 / self._pi[pos]
-            self._cost_scale = float((w * self._costs[pos]).sum() / w.sum())
+            self._cost_scale = calibration.ipw_mean(self._costs[pos].numpy(),
+                                                    1.0 / self._pi[pos].numpy())
             self.heads.cost_scale.fill_(self._cost_scale)
             if self.lagged_heads is not None:
                 self.lagged_heads.cost_scale.fill_(self._cost_scale)
@@ -553,10 +556,13 @@ class HeadTrainer:
             loss_p, loss_c = self._probe_losses(w_bar)
             temperature = self.probe.temperature
         elif self.head == "linear":
-            fitted = fit_linear_probe(
-                self._features.double().numpy(), self._rewards.numpy(), self._costs.numpy(),
-                1.0 / self._pi.numpy(), n_components=self.n_components,
-            )
+            # One BLAS thread: the refit is many small solves, where OpenBLAS's per-core pool
+            # only spins (10-30x slower on a busy two-core machine, docs/experiment.md).
+            with threadpool_limits(limits=1, user_api="blas"):
+                fitted = fit_linear_probe(
+                    self._features.double().numpy(), self._rewards.numpy(),
+                    self._costs.numpy(), 1.0 / self._pi.numpy(), n_components=self.n_components,
+                )
             if self.lagged:
                 self.lagged_probe = self.probe
             self.probe = fitted
@@ -811,9 +817,9 @@ def cross_fit_heads(
     brier = float(np.mean((p_hat - r) ** 2))
     brier_const = float(np.mean((p_ref - r) ** 2))
     lc = np.log(np.where(unf, cost, 1.0))
-    log_mse = float(np.mean((np.log(c_hat[unf]) - lc[unf]) ** 2)) if unf.any() else math.nan
-    log_mse_const = (float(np.mean((np.log(c_ref[unf]) - lc[unf]) ** 2)) if unf.any()
-                     else math.nan)
+    log_mse, log_mse_const = (
+        (float(np.mean(calibration.log_cost_error(x[unf], cost[unf]))) for x in (c_hat, c_ref))
+        if unf.any() else (math.nan, math.nan))
     dr = r - r.mean(1, keepdims=True)
     dp = p_hat - p_hat.mean(1, keepdims=True)
     within_success = (1.0 - float(((dp - dr) ** 2).sum()) / float((dr**2).sum())

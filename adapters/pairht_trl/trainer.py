@@ -63,11 +63,13 @@ weights), ``ess``, ``solver_residual``, ``solver_fallbacks``, ``solver_unconverg
 ``verifier_calls``, ``reward_failures``, ``heads/*`` (the head trainer's metrics); from the
 plan (:func:`pairht.step.plan_metrics`): ``unspent_budget`` (budget the allocation left
 unspent, e.g. when it affords every unfinished suffix), ``budget``, ``expected_suffix_cost``
-(``sum pi c_hat`` over unfinished rows), ``expected_edges``, ``min_joint``.
+(``sum pi c_hat`` over unfinished rows), ``expected_edges``, ``min_joint``; ``time_<phase>``
+and ``time_total``: the step's wall-clock split in seconds (:mod:`pairht_trl.timing`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -93,6 +95,7 @@ from pairht_trl.distributed import (
     gather_rows,
     local_slice,
 )
+from pairht_trl.timing import instrument
 from trl import GRPOTrainer
 
 __all__ = ["PAIR_STATE_FILE", "DesignDraw", "PairGRPOTrainer"]
@@ -313,6 +316,12 @@ class PairGRPOTrainer(GRPOTrainer):
         self.last_draw: DesignDraw | None = None
         # Recent draws only: a long run must not grow memory without bound.
         self.draw_history: deque[dict[str, Any]] = deque(maxlen=1024)
+        from pairht_trl.history import PromptHistory
+
+        # Per-prompt successes/trials of observed rewards, read by the prompt-level allocators
+        # (vip, hora, duet) through StepInputs.history; keys of the batch being trained.
+        self.prompt_history = PromptHistory()
+        self._history_keys: list[bytes] | None = None
         self.generation_backend = generation_backend or self._default_backend()
         self.head_trainer = head_trainer or self._default_heads()
         from pairht_trl.audit_mode import AuditCallback
@@ -320,6 +329,8 @@ class PairGRPOTrainer(GRPOTrainer):
         for callback in self.callback_handler.callbacks:
             if isinstance(callback, AuditCallback):
                 callback.trainer = self
+        # Per-step wall-clock split (pair/time_<phase>), the same seams as for plain GRPO.
+        self.step_timer = instrument(self)
 
     # ------------------------------------------------------------------ construction helpers
     def _default_backend(self) -> Any:
@@ -390,11 +401,17 @@ class PairGRPOTrainer(GRPOTrainer):
             for key in ("skill_success", "skill_cost")
         }
 
+    def _phase(self, name: str) -> Any:
+        """``self.step_timer.phase(name)`` (a no-op before ``__init__`` set the timer)."""
+        timer = getattr(self, "step_timer", None)
+        return timer.phase(name) if timer is not None else contextlib.nullcontext()
+
     def _design_size(self) -> int | str | None:
         a = self.pair_args
         if a.design not in FIXED_SIZE_DESIGNS:
             return None
-        # "auto": the largest size the budget affords uniformly (pairht.allocation.auto_size)
+        # "auto": the step's rule, the budget's uniform size over the unfinished candidates,
+        # its two neighbouring integer sizes solved and mixed (pairht.step.plan_continuations)
         return a.design_size if a.design_size is not None else "auto"
 
     # ------------------------------------------------------------------ seam 1: generation
@@ -421,18 +438,28 @@ class PairGRPOTrainer(GRPOTrainer):
             ) as unwrapped,
             torch.no_grad(),
             self._dist.summon_full_params(self.model_wrapped, recurse=False),
+            # One autocast region around both phases: accelerate's per-forward autocast clears
+            # the weight-cast cache after every decoding step, nested regions keep it
+            # (docs/performance.md). A no-op without mixed precision.
+            self.accelerator.autocast(),
         ):
-            prefix = self.generation_backend.generate_prefixes(unwrapped, prompt_ids)
+            with self._phase("prefix"):
+                prefix = self.generation_backend.generate_prefixes(unwrapped, prompt_ids)
+            # The backend times its feature forward inside phase 1: file it as features.
+            feature_s = getattr(self.generation_backend, "last_feature_seconds", None)
+            if feature_s is not None and hasattr(self, "step_timer"):
+                self.step_timer.add("features", feature_s, taken_from="prefix")
             # Sync check (pairht_rollout.sync_check): engine vs policy log-probs after the sync.
             gap = getattr(self.generation_backend, "last_logprob_gap", None)
             if gap is not None:
                 self._metrics["train"]["pair/engine_logprob_gap"].append(float(gap))
-            draw = self._draw_design(prefix)
+            draw = self._draw_design(prefix, prompt_ids)
             local_mask = draw.mask.reshape(-1)[draw.rows]
             selected = np.flatnonzero(local_mask).tolist()
             # Called even with nothing selected on this process: backends whose phase 2 is a
             # collective across processes (vLLM server mode) need every process to join.
-            finished = self.generation_backend.continue_selected(unwrapped, prefix, selected)
+            with self._phase("continuation"):
+                finished = self.generation_backend.continue_selected(unwrapped, prefix, selected)
         completion_ids = [list(ids) for ids in prefix.prefix_ids]
         for row, ids in zip(selected, finished):
             completion_ids[row] = list(ids)
@@ -446,7 +473,7 @@ class PairGRPOTrainer(GRPOTrainer):
         self.last_draw = draw
         return completion_ids, None
 
-    def _draw_design(self, prefix: Any) -> DesignDraw:
+    def _draw_design(self, prefix: Any, prompt_ids: Any = None) -> DesignDraw:
         """Predict, then plan with :func:`pairht.step.plan_continuations` (logged pre-reward).
 
         Realised accounting: a prefix that already ended is complete (``pi = 1``, no cost) and
@@ -459,7 +486,8 @@ class PairGRPOTrainer(GRPOTrainer):
         args, acc = self.pair_args, self.accelerator
         g = args.num_generations
         n_local = len(prefix.prefix_ids)
-        p_loc, c_loc = self.head_trainer.predict(prefix.features)
+        with self._phase("heads"):
+            p_loc, c_loc = self.head_trainer.predict(prefix.features)
         done_loc = np.asarray(prefix.prefix_done.cpu(), dtype=bool)
         len_loc = np.array([len(ids) for ids in prefix.prefix_ids], dtype=np.int64)
         stacked = np.stack(
@@ -470,12 +498,20 @@ class PairGRPOTrainer(GRPOTrainer):
         shape = (-1, g)
         done = allrows[:, 2].reshape(shape) > 0.5
         prefix_len = allrows[:, 3].reshape(shape).astype(np.int64)
+        history = None
+        if prompt_ids is not None:
+            from pairht_trl.history import group_keys, prompt_key
+
+            row_keys = np.stack([prompt_key(ids) for ids in prompt_ids])
+            self._history_keys = group_keys(gather_rows(acc, row_keys), done.shape[1])
+            history = self.prompt_history.lookup(self._history_keys)
         inputs = StepInputs.from_ratio(
             allrows[:, 0].reshape(shape),
             allrows[:, 1].reshape(shape),
             done,
             budget_ratio=args.budget_ratio,
             prefix_tokens=prefix_len,
+            history=history,
         )
         warm = self._warm_start
         if warm is not None and warm.shape != inputs.shape:
@@ -487,17 +523,18 @@ class PairGRPOTrainer(GRPOTrainer):
              "covariance_term": args.covariance_term, "warm_start": warm}
             if args.allocator == "pair" else {}
         )
-        plan = plan_continuations(
-            inputs,
-            allocator=args.allocator,
-            design=args.design,
-            rng=self.design_rng,
-            pi_min=args.pi_min,
-            anchor_pair=args.anchor_pair,
-            skill_success=skill["skill_success"],
-            skill_cost=skill["skill_cost"],
-            **pair_options,
-        )
+        with self._phase("allocation"):
+            plan = plan_continuations(
+                inputs,
+                allocator=args.allocator,
+                design=args.design,
+                rng=self.design_rng,
+                pi_min=args.pi_min,
+                anchor_pair=args.anchor_pair,
+                skill_success=skill["skill_success"],
+                skill_cost=skill["skill_cost"],
+                **pair_options,
+            )
         pi, pi_alloc, mask, joint = broadcast_from_main(
             acc, (plan.pi, plan.pi_alloc, plan.selected, plan.joint)
         )
@@ -566,6 +603,9 @@ class PairGRPOTrainer(GRPOTrainer):
         rewards = (gathered * weights).nansum(dim=1)
         flat = rewards.cpu().double().numpy().reshape(draw.mask.shape)
         draw.rewards = np.where(draw.mask, flat, np.nan)
+        if self._history_keys is not None:  # observed rewards only, for the next plans
+            self.prompt_history.update(self._history_keys, draw.rewards, draw.mask, draw.pi)
+            self._history_keys = None
         return gathered
 
     # ------------------------------------------------------------------ seam 3: advantages
@@ -625,17 +665,14 @@ class PairGRPOTrainer(GRPOTrainer):
         }
 
     def _log_draw(self, draw: DesignDraw, weights: np.ndarray) -> None:
-        from pairht.estimators import ess
+        from pairht.estimators import ess, n_pairs, token_counts
 
         m = self._metrics["train"]
         # the generation step filled in the realised suffix lengths before this is logged
         assert draw.suffix_len is not None
-        g = draw.mask.shape[-1]
-        n_pairs = g * (g - 1) / 2
         mask = draw.mask
-        suffix = float(draw.suffix_len[mask].sum())
-        prefix = float(draw.prefix_len.sum())
-        full_suffix_ht = float((draw.suffix_len[mask] / draw.pi[mask]).sum())
+        t = token_counts(draw.prefix_len, draw.suffix_len, mask, draw.pi)
+        prefix, suffix, full_suffix_ht = t.prefix, t.suffix, t.full_suffix_ht
         k = mask.sum(-1)
         c_sel = float(draw.c_hat[mask].sum())
         m["pair/prefix_tokens"].append(prefix)
@@ -650,8 +687,8 @@ class PairGRPOTrainer(GRPOTrainer):
             "predicted_suffix_fraction", float("nan"))))
         m["pair/cost_ratio"].append(suffix / c_sel if c_sel > 0 else float("nan"))
         m["pair/completed"].append(float(k.mean()))
-        m["pair/observed_edges"].append(float((k * (k - 1) / 2).mean()))
-        m["pair/max_weight"].append(float(weights.max() * n_pairs))
+        m["pair/observed_edges"].append(float(n_pairs(k).mean()))
+        m["pair/max_weight"].append(float(weights.max() * n_pairs(mask.shape[-1])))
         m["pair/ess"].append(float(np.mean(ess(weights))))
         m["pair/pi_mean"].append(float(draw.pi.mean()))
         m["pair/solver_residual"].append(float(np.max(draw.kkt_residual)))
@@ -687,7 +724,9 @@ class PairGRPOTrainer(GRPOTrainer):
         heads.add(
             labels["features"], labels["rewards"], labels["costs"], labels["pi"], labels["mask"]
         )
-        for key, value in heads.update().items():
+        with self._phase("heads"):
+            head_metrics = heads.update()
+        for key, value in head_metrics.items():
             self._metrics["train"][f"pair/heads/{key}"].append(float(value))
 
     # ------------------------------------------------------------------ checkpoints
@@ -698,6 +737,7 @@ class PairGRPOTrainer(GRPOTrainer):
             "heads": self.head_trainer.state_dict(),
             "warm_start": self._warm_start,
             "pending_labels": self._pending_labels,
+            "prompt_history": self.prompt_history.state_dict(),
         }
 
     def load_pair_state_dict(self, state: dict[str, Any]) -> None:
@@ -706,6 +746,8 @@ class PairGRPOTrainer(GRPOTrainer):
         self.head_trainer.load_state_dict(state["heads"])
         self._warm_start = state["warm_start"]
         self._pending_labels = state["pending_labels"]
+        if "prompt_history" in state:  # checkpoints written before the history existed
+            self.prompt_history.load_state_dict(state["prompt_history"])
 
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)

@@ -44,35 +44,21 @@ def save_tiny_llama(
     -------
     pathlib.Path : the checkpoint folder (``config.json``, ``model.safetensors``, tokenizer)
     """
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from pairht_rollout.tiny_model import tiny_llama
 
     if hidden_size % num_heads or hidden_size // num_heads < 32:
         raise ValueError(
             f"hidden_size / num_heads must be an integer >= 32 (vLLM's CPU attention head "
             f"dimension); got hidden_size={hidden_size}, num_heads={num_heads}"
         )
-    tok = tokenizer
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=hidden_size,
-        intermediate_size=intermediate_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        num_key_value_heads=num_heads,
-        max_position_embeddings=max_positions,
-        tie_word_embeddings=tie_word_embeddings,
-        initializer_range=init_std,
-        pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id,
-        bos_token_id=tok.eos_token_id,
+    model = tiny_llama(
+        tokenizer, hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads,
+        intermediate_size=intermediate_size, max_positions=max_positions,
+        tie_word_embeddings=tie_word_embeddings, init_std=init_std, seed=seed,
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(cfg)
     out = Path(path)
     model.save_pretrained(out)
-    tok.save_pretrained(out)
+    tokenizer.save_pretrained(out)
     return out
 
 

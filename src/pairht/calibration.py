@@ -31,7 +31,10 @@ __all__ = [
     "ece",
     "fit_temperature",
     "ipw_brier_loss",
+    "ipw_geometric_mean",
     "ipw_log_cost_loss",
+    "ipw_mean",
+    "log_cost_error",
 ]
 
 # Temperature search interval. Brent's bounded method on the inverse temperature beta = 1/T,
@@ -209,6 +212,51 @@ def fit_temperature(logits: ArrayLike, y: ArrayLike, weights: ArrayLike | None =
     return float(1.0 / res.x)
 
 
+def ipw_mean(x: np.ndarray, w: np.ndarray) -> float:
+    r"""Weighted mean ``sum_i w_i x_i / sum_i w_i`` (with ``w = 1/pi``: the Hajek mean).
+
+    The one implementation of the IPW constant predictor of the success head (``p_bar``);
+    no checks (callers hold validated labels and positive weights).
+
+    Examples
+    --------
+    >>> ipw_mean(np.array([1.0, 0.0]), np.array([3.0, 1.0]))
+    0.75
+    """
+    return float(w @ x / w.sum())
+
+
+def ipw_geometric_mean(c: np.ndarray, w: np.ndarray, default: float) -> float:
+    r"""Weighted geometric mean ``exp(sum_i w_i log C_i / sum_i w_i)`` over the costs ``C > 0``.
+
+    The IPW constant predictor of the cost head (``c_bar``): zero costs (a prefix that already
+    ended has no suffix label) do not count; ``default`` when no cost is positive.
+
+    Examples
+    --------
+    >>> round(ipw_geometric_mean(np.array([10.0, 1000.0, 0.0]), np.ones(3), 1.0), 9)
+    100.0
+    """
+    pos = c > 0
+    return float(np.exp(w[pos] @ np.log(c[pos]) / w[pos].sum())) if pos.any() else default
+
+
+def log_cost_error(c_hat: np.ndarray, c: np.ndarray) -> np.ndarray:
+    r"""Per-label squared log-cost error ``[C_i > 0] (log c_hat_i - log C_i)^2``.
+
+    The term of :func:`ipw_log_cost_loss` and of every cost-head criterion (the IPW training
+    loss of the heads, their held-out skill): a label with ``C_i = 0`` (the prefix already
+    ended, no suffix) contributes 0. ``c_hat`` must be positive; no checks.
+
+    Examples
+    --------
+    >>> log_cost_error(np.array([10.0, 5.0]), np.array([10.0 * np.e, 0.0])).round(12).tolist()
+    [1.0, 0.0]
+    """
+    pos = c > 0
+    return np.where(pos, (np.log(c_hat) - np.log(np.where(pos, c, 1.0))) ** 2, 0.0)
+
+
 def _ipw_inputs(
     pi: ArrayLike, mask: ArrayLike, shape: tuple[int, ...]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -229,7 +277,9 @@ def _ipw_inputs(
     return pa, m
 
 
-def _reduce(terms: np.ndarray, reduction: str) -> float:
+def _ipw_reduce(err: np.ndarray, pi: np.ndarray, m: np.ndarray, reduction: str) -> float:
+    """``sum_i (J_i / pi_i) err_i``, divided by ``N`` for ``reduction="mean"``."""
+    terms = np.where(m, err / np.where(m, pi, 1.0), 0.0)
     if reduction == "mean":
         return float(terms.sum() / terms.size)
     if reduction == "sum":
@@ -277,8 +327,7 @@ def ipw_brier_loss(
     pi_a, m = _ipw_inputs(pi, mask, pa.shape)
     ya = _labels_where("y", y, m, pa.shape)
     _unit_interval("y", ya, "rewards / success labels")
-    terms = np.where(m, (pa - ya) ** 2 / np.where(m, pi_a, 1.0), 0.0)
-    return _reduce(terms, reduction)
+    return _ipw_reduce((pa - ya) ** 2, pi_a, m, reduction)
 
 
 def ipw_log_cost_loss(
@@ -292,13 +341,7 @@ def ipw_log_cost_loss(
     ----------
     c_hat : (...,) array > 0          predicted remaining suffix tokens
     c : (...,) array                  realised suffix tokens, > 0 where ``mask`` (else ignored)
-    pi : (...,) array in [0, 1]       inclusion probabilities, > 0 where ``mask``
-    mask : (...,) bool                ``J_i``
-    reduction : "mean" | "sum"
-
-    Returns
-    -------
-    float
+    pi, mask, reduction               as in :func:`ipw_brier_loss`; returns a float
 
     Examples
     --------
@@ -319,9 +362,7 @@ def ipw_log_cost_loss(
         raise ValueError(
             f"c must be > 0 for completed candidates (its log is taken); {_first('c', ca, bad)}"
         )
-    logc = np.log(np.where(m, ca, 1.0))
-    terms = np.where(m, (np.log(ch) - logc) ** 2 / np.where(m, pi_a, 1.0), 0.0)
-    return _reduce(terms, reduction)
+    return _ipw_reduce(log_cost_error(ch, ca), pi_a, m, reduction)
 
 
 def cost_mape(c_hat: ArrayLike, c: ArrayLike, weights: ArrayLike | None = None) -> float:

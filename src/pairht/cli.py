@@ -290,7 +290,7 @@ def audit(
     if ctx.invoked_subcommand is not None:
         return
     try:
-        from pairht.audit import AuditConfig, to_csv, to_json, to_markdown
+        from pairht.audit import AuditConfig
         from pairht.audit.rows import ROWS as REGISTRY
 
         if list_rows:
@@ -313,11 +313,7 @@ def audit(
                              f"{predictions.value}, {draws} draws")
         if summary is not None:
             typer.echo(f"Summary: {summary}")
-        to_csv(result, os.path.join(out, "audit.csv"))
-        to_json(result, os.path.join(out, "audit.json"))
-        with open(os.path.join(out, "audit.md"), "w") as fh:
-            fh.write(to_markdown(result) + "\n" + (f"\nSummary: {summary}\n" if summary else ""))
-        written = ["audit.csv", "audit.json", "audit.md"]
+        written = _write_audit(result, out, summary)
         if figures:
             from pairht.audit import plots
             from pairht.audit.sweep import budget_curve
@@ -360,6 +356,17 @@ def _floats(name: str, text: str) -> list[float]:
     if not vals:
         raise ValueError(f"--{name} must list at least one value; got {text!r}")
     return vals
+
+
+def _write_audit(result: Any, out: str, summary: str | None) -> list[str]:
+    """Write audit.csv, audit.json and audit.md (with the summary line, if any) to ``out``."""
+    from pairht.audit import to_csv, to_json, to_markdown
+
+    to_csv(result, os.path.join(out, "audit.csv"))
+    to_json(result, os.path.join(out, "audit.json"))
+    with open(os.path.join(out, "audit.md"), "w") as fh:
+        fh.write(to_markdown(result) + "\n" + (f"\nSummary: {summary}\n" if summary else ""))
+    return ["audit.csv", "audit.json", "audit.md"]
 
 
 def _writable(out: str) -> None:
@@ -448,7 +455,7 @@ def audit_demo(
 ) -> None:
     """A short audit of a synthetic population (oracle predictions, budget 0.5): the table."""
     try:
-        from pairht.audit import AuditConfig, synthetic_population, to_csv, to_json, to_markdown
+        from pairht.audit import AuditConfig, synthetic_population
 
         _check_seed(seed)
         pop = synthetic_population(prompts, group_size, rng=seed)
@@ -460,22 +467,21 @@ def audit_demo(
                              f"budget 0.5, {draws} draws")
         if out is not None:
             _writable(out)
-            to_csv(result, os.path.join(out, "audit.csv"))
-            to_json(result, os.path.join(out, "audit.json"))
-            with open(os.path.join(out, "audit.md"), "w") as fh:
-                fh.write(to_markdown(result) + "\n")
-            typer.echo(f"wrote audit.csv, audit.json, audit.md to {out}")
+            typer.echo(f"wrote {', '.join(_write_audit(result, out, None))} to {out}")
     except (ValueError, TypeError, OSError) as exc:
         raise _fail(exc) from None
 
 
+#: Commands whose arguments (``--help`` included) all pass through to the demo package.
+_PASS_THROUGH: dict[str, Any] = {
+    "context_settings": {"allow_extra_args": True, "ignore_unknown_options": True,
+                         "help_option_names": []},
+    "add_help_option": False,
+}
+
+
 # ---------------------------------------------------------------------- pairht demo
-@app.command(
-    "demo",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
-                      "help_option_names": []},
-    add_help_option=False,
-)
+@app.command("demo", **_PASS_THROUGH)
 def demo(ctx: typer.Context) -> None:
     """The main demo: PAIR vs GRPO training on a tiny task on CPU (needs the `trl` extra).
 
@@ -489,12 +495,7 @@ def demo(ctx: typer.Context) -> None:
 
 
 # ---------------------------------------------------------------------- pairht experiment
-@app.command(
-    "experiment",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
-                      "help_option_names": []},
-    add_help_option=False,
-)
+@app.command("experiment", **_PASS_THROUGH)
 def experiment(ctx: typer.Context) -> None:
     """The compute-matched comparison: PAIR vs GRPO and small-group GRPO at equal tokens.
 

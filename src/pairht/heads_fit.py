@@ -39,7 +39,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pairht._validation import RNGLike, as_generator, check_finite
-from pairht.calibration import fit_temperature
+from pairht.calibration import fit_temperature, ipw_geometric_mean, ipw_mean, log_cost_error
 
 __all__ = [
     "DEFAULT_LAMBDAS",
@@ -50,6 +50,7 @@ __all__ = [
     "fit_ridge",
     "group_folds",
     "log_cost_r2",
+    "skill_score",
 ]
 
 #: L2 penalties tried by cross-validation (per-sample scale: the loss is a weighted mean).
@@ -178,6 +179,22 @@ def fit_ridge(
     return out
 
 
+def skill_score(err: np.ndarray, ref: np.ndarray, w: np.ndarray) -> float:
+    """``1 - sum w err / sum w ref`` for per-label errors of a predictor and of a reference.
+
+    The one implementation of the skill of a head against a constant predictor
+    (:func:`brier_skill`, :func:`log_cost_r2`, the heads' prequential skill); NaN unless the
+    reference error is positive.
+
+    Examples
+    --------
+    >>> skill_score(np.array([0.0, 1.0]), np.array([2.0, 2.0]), np.ones(2))
+    0.75
+    """
+    den = float(w @ ref)
+    return 1.0 - float(w @ err) / den if den > 0 else float("nan")
+
+
 def brier_skill(p_hat: ArrayLike, y: ArrayLike, p_ref: ArrayLike, w: ArrayLike | None = None):
     """``1 - sum w (p_hat - y)^2 / sum w (p_ref - y)^2`` (NaN when the reference is exact).
 
@@ -188,8 +205,7 @@ def brier_skill(p_hat: ArrayLike, y: ArrayLike, p_ref: ArrayLike, w: ArrayLike |
     """
     p, yy, r = (np.asarray(x, dtype=float).reshape(-1) for x in (p_hat, y, p_ref))
     ww = np.ones_like(yy) if w is None else np.asarray(w, dtype=float).reshape(-1)
-    ref = float(ww @ (r - yy) ** 2)
-    return float("nan") if ref == 0 else 1.0 - float(ww @ (p - yy) ** 2) / ref
+    return skill_score((p - yy) ** 2, (r - yy) ** 2, ww)
 
 
 def log_cost_r2(c_hat: ArrayLike, c: ArrayLike, c_ref: ArrayLike, w: ArrayLike | None = None):
@@ -205,9 +221,8 @@ def log_cost_r2(c_hat: ArrayLike, c: ArrayLike, c_ref: ArrayLike, w: ArrayLike |
     pos = cc > 0
     if not pos.any():
         return float("nan")
-    lc = np.log(cc[pos])
-    ref = float(ww[pos] @ (np.log(cr[pos]) - lc) ** 2)
-    return float("nan") if ref == 0 else 1.0 - float(ww[pos] @ (np.log(ch[pos]) - lc) ** 2) / ref
+    return skill_score(log_cost_error(ch[pos], cc[pos]), log_cost_error(cr[pos], cc[pos]),
+                       ww[pos])
 
 
 @dataclass(frozen=True)
@@ -335,9 +350,9 @@ def fit_linear_probe(
     else:
         basis = np.eye(z.shape[1])
     x = z @ basis
-    p_const = float(np.clip((w @ y) / w.sum(), 1e-6, 1 - 1e-6))
+    p_const = float(np.clip(ipw_mean(y, w), 1e-6, 1 - 1e-6))
     pos = c > 0
-    c_const = float(np.exp((w[pos] @ np.log(c[pos])) / w[pos].sum())) if pos.any() else 1.0
+    c_const = ipw_geometric_mean(c, w, 1.0)
 
     k = int(min(n_folds, n))
     folds = _cv_folds(n, g, k, gen) if k >= 2 else None

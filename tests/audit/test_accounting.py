@@ -50,7 +50,7 @@ def test_every_row_runs_and_agrees_with_its_monte_carlo(fin_audit):
     assert not flagged
 
 
-@pytest.mark.parametrize("key", VERTEX)
+@pytest.mark.parametrize("key", [k for k in VERTEX if ROWS[k].keeps_finished])
 def test_finished_candidates_are_always_in_and_cost_nothing(fin_pop, fin_cfg, key):
     plan = ROWS[key].plan(fin_pop, fin_cfg, {})
     assert np.all(plan.pi[fin_pop.finished] == 1.0)
@@ -60,7 +60,8 @@ def test_finished_candidates_are_always_in_and_cost_nothing(fin_pop, fin_cfg, ke
     assert np.all(plan.cost[fin_pop.finished] == 0.0)
 
 
-@pytest.mark.parametrize("key", [k for k in VERTEX if k != "full"] + ["direct_edge_ht"])
+@pytest.mark.parametrize("key", [k for k in VERTEX if k != "full" and ROWS[k].cost_matched]
+                         + ["direct_edge_ht"])
 def test_every_row_spends_the_target_on_unfinished_candidates(fin_audit, fin_cfg, key):
     m = fin_audit.row(key).metrics
     assert m["tokens_exact"] == pytest.approx(fin_cfg.budget_ratio, rel=1e-9)

@@ -56,12 +56,13 @@ def test_unweighted_adaptive_selection_trades_bias_for_variance():
 
 def test_direct_edge_sampling_pays_more_for_pairs_edge_count():
     pop = synthetic_population(16, 16, rng=0)
-    rows = _exact(pop, ["pair", "direct_edge_ht_edges", "direct_edge_ht"])
+    rows = _exact(pop, ["pair_bernoulli", "direct_edge_ht_edges", "direct_edge_ht"])
     m = {k: r.metrics for k, r in rows.items()}
-    assert m["direct_edge_ht_edges"]["edges_exact"] == pytest.approx(m["pair"]["edges_exact"],
+    pair = m["pair_bernoulli"]  # the edge-count match is Bernoulli PAIR's sum pi_i pi_j
+    assert m["direct_edge_ht_edges"]["edges_exact"] == pytest.approx(pair["edges_exact"],
                                                                       rel=1e-9)
-    assert m["direct_edge_ht_edges"]["tokens_exact"] > m["pair"]["tokens_exact"] + 0.05
-    assert m["direct_edge_ht"]["mse_exact"] > m["pair"]["mse_exact"]
+    assert m["direct_edge_ht_edges"]["tokens_exact"] > pair["tokens_exact"] + 0.05
+    assert m["direct_edge_ht"]["mse_exact"] > pair["mse_exact"]
 
 
 @pytest.mark.parametrize("budget", [0.25, 0.5])
@@ -72,9 +73,11 @@ def test_uninformative_predictions_reduce_pair_to_the_uniform_designs(budget):
     from pairht.audit import with_predictions
 
     pop = with_predictions(synthetic_population(16, 8, rng=0), "prompt_mean")
-    rows = _exact(pop, ["uniform_ht", "srswor", "pair", "pair_cps"], budget_ratio=budget)
+    rows = _exact(pop, ["uniform_ht", "srswor", "pair", "pair_bernoulli", "pair_cps"],
+                  budget_ratio=budget)
     m = {k: r.metrics["mse_exact"] for k, r in rows.items()}
-    assert m["pair"] == pytest.approx(m["uniform_ht"], rel=1e-6)
+    assert m["pair_bernoulli"] == pytest.approx(m["uniform_ht"], rel=1e-6)
+    assert m["pair"] == pytest.approx(m["srswor"], rel=1e-6)  # PAIR's default: fixed size
     assert m["pair_cps"] == pytest.approx(m["srswor"], rel=1e-6)
     assert m["srswor"] < m["uniform_ht"]  # the fixed size alone is worth having
 

@@ -56,3 +56,17 @@ def test_a_size_is_refused_by_a_prompt_level_comparator():
 def test_an_unknown_option_is_refused_not_ignored():
     with pytest.raises(TypeError, match="rollout_budgte"):
         plan_continuations(_inputs(), allocator="hora", rng=0, rollout_budgte=3)
+
+
+def test_the_registry_is_complete_on_first_read_in_a_fresh_process():
+    """``ALLOCATORS`` lists the comparators without a call to allocator_names() first, and
+    importing the step alone does not import the comparators (imports run one way)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pairht.step import ALLOCATORS; "
+            "assert 'pairht.comparators' not in sys.modules; "
+            "assert 'vip' in ALLOCATORS; print(sorted(ALLOCATORS))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert {"vip", "hora", "duet", "dppo", "pair_joint", "pair", "srswor"} <= set(eval(out))

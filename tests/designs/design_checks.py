@@ -42,3 +42,15 @@ def assert_exact_against_support(design, max_order: int = 4, atol: float = 1e-12
         assert design.inclusion(sets[0]) == got[0]
         # unsorted input rows give the same answer (a set has no order)
         np.testing.assert_array_equal(design.inclusion(sets[:, ::-1]), got)
+
+
+def assert_fixed_size_identities(d, pairs) -> None:
+    """For a fixed-size design (size ``n``): ``sum_{j != i} pi_ij = (n-1) pi_i`` and, for
+    each pair ``(i, j)`` in ``pairs``, ``sum_{k not in {i,j}} pi_ijk = (n-2) pi_ij``."""
+    J = d.joint()
+    n, N = d.n, d.n_units
+    np.testing.assert_allclose(J.sum(axis=1) - d.pi, (n - 1) * d.pi, rtol=0, atol=1e-12)
+    for i, j in pairs:
+        others = np.setdiff1d(np.arange(N), [i, j])
+        rows = np.column_stack([np.full(others.size, i), np.full(others.size, j), others])
+        np.testing.assert_allclose(d.inclusion(rows).sum(), (n - 2) * J[i, j], rtol=0, atol=1e-12)

@@ -7,7 +7,7 @@ import math
 import mpmath
 import numpy as np
 import pytest
-from design_checks import all_sets, assert_exact_against_support
+from design_checks import all_sets, assert_exact_against_support, assert_fixed_size_identities
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -60,17 +60,6 @@ def test_pi_equals_the_input_to_1e_12(pi):
     assert d.n == round(float(pi.sum()))
 
 
-def _fixed_size_identities(d: ConditionalPoisson, pairs: np.ndarray) -> None:
-    """sum_{j != i} pi_ij = (n-1) pi_i and sum_{k not in {i,j}} pi_ijk = (n-2) pi_ij."""
-    J = d.joint()
-    n, N = d.n, d.n_units
-    np.testing.assert_allclose(J.sum(axis=1) - d.pi, (n - 1) * d.pi, rtol=0, atol=1e-12)
-    for i, j in pairs:
-        others = np.setdiff1d(np.arange(N), [i, j])
-        rows = np.column_stack([np.full(others.size, i), np.full(others.size, j), others])
-        np.testing.assert_allclose(d.inclusion(rows).sum(), (n - 2) * J[i, j], rtol=0, atol=1e-12)
-
-
 @pytest.mark.parametrize(("n_zero", "n_one"), [(0, 0), (5, 7)])
 def test_fixed_size_identities_at_n_256_with_extreme_pi(n_zero, n_one):
     pi = _extreme_pi(256, seed=3, n_zero=n_zero, n_one=n_one)
@@ -79,7 +68,7 @@ def test_fixed_size_identities_at_n_256_with_extreme_pi(n_zero, n_one):
     assert pi.min() == 0.0 if n_zero else pi.min() <= 1e-6
     rng = np.random.default_rng(0)
     pairs = np.sort(np.stack([rng.choice(256, 2, replace=False) for _ in range(6)]), axis=1)
-    _fixed_size_identities(d, pairs)
+    assert_fixed_size_identities(d, pairs)
     # pi = 1 units are in every joint with pi_ij = pi_j; pi = 0 units in none
     J = d.joint()
     ones, zeros = np.flatnonzero(pi == 1), np.flatnonzero(pi == 0)

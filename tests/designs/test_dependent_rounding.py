@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
-from design_checks import assert_exact_against_support
+from design_checks import assert_exact_against_support, assert_fixed_size_identities
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -76,16 +76,6 @@ def test_randomized_inclusions_equal_sums_over_support(pi, n_orders, seed):
     )
 
 
-def _fixed_size_identities(d, pairs):
-    J = d.joint()
-    n, N = d.n, d.n_units
-    np.testing.assert_allclose(J.sum(axis=1) - d.pi, (n - 1) * d.pi, rtol=0, atol=1e-12)
-    for i, j in pairs:
-        others = np.setdiff1d(np.arange(N), [i, j])
-        rows = np.column_stack([np.full(others.size, i), np.full(others.size, j), others])
-        np.testing.assert_allclose(d.inclusion(rows).sum(), (n - 2) * J[i, j], rtol=0, atol=1e-12)
-
-
 def _pi_256(seed):
     rng = np.random.default_rng(seed)
     pi = np.concatenate(
@@ -111,7 +101,7 @@ def test_fixed_size_identities_at_n_256(design):
     assert d.fixed_size
     np.testing.assert_allclose(d.pi, pi, rtol=0, atol=1e-12)
     pairs = np.sort(np.random.default_rng(3).choice(256, (6, 2), replace=False), axis=1)
-    _fixed_size_identities(d, pairs)
+    assert_fixed_size_identities(d, pairs)
 
 
 @pytest.mark.parametrize("n_units", [3, 5, 12, 40])

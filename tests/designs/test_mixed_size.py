@@ -25,7 +25,12 @@ def _non_integer(pi: np.ndarray) -> bool:
 @given(pi=inclusion_probabilities(min_size=2, max_size=8))
 def test_inclusions_of_every_order_equal_sums_over_the_support(pi):
     d = MixedSize(pi)
-    np.testing.assert_allclose(d.pi, pi, rtol=0, atol=1e-12)
+    # The requested marginals are met to rounding, except that a sum within 1e-9 of an
+    # integer is projected onto it (the fixed-size designs' own rule, documented): then they
+    # move by at most that much. Either way d.pi is what the design draws, to 1e-12.
+    s = float(pi.sum())
+    near_integer = min(s - math.floor(s), math.ceil(s) - s) <= 1e-9
+    np.testing.assert_allclose(d.pi, pi, rtol=0, atol=1e-9 if near_integer else 1e-12)
     assert_exact_against_support(d, max_order=4, atol=1e-12)
 
 

@@ -34,6 +34,15 @@ def enumerated_bias(r, s, design, weighting, joint=None, **kw):
     return expectation - pair_gradient(r, s)
 
 
+def assert_both_match(r, s, design, weighting, expected, estimator_kw, **bias_kw):
+    """Enumeration of the estimator and the closed form of conditional_bias both equal
+    ``expected`` (1e-10 absolute)."""
+    np.testing.assert_allclose(enumerated_bias(r, s, design, weighting, **estimator_kw),
+                               expected, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(conditional_bias(r, s, design, weighting=weighting, **bias_kw),
+                               expected, rtol=0, atol=1e-10)
+
+
 def formula(r, s, multiplier):
     """(1/M) sum_{i<j} c_ij h_ij with c from a closed form, edge by edge."""
     h = dense_kernel(r, s)
@@ -47,10 +56,7 @@ def formula(r, s, multiplier):
 def test_unweighted_bias_matches_appendix_formula(kind, data):
     design, r, s = data.draw(designs_and_population(kind))
     expected = formula(r, s, design.joint() - 1.0)
-    np.testing.assert_allclose(enumerated_bias(r, s, design, "unweighted", joint=None),
-                               expected, rtol=0, atol=1e-10)
-    np.testing.assert_allclose(conditional_bias(r, s, design, weighting="unweighted"),
-                               expected, rtol=0, atol=1e-10)
+    assert_both_match(r, s, design, "unweighted", expected, {})
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -59,10 +65,7 @@ def test_unweighted_bias_matches_appendix_formula(kind, data):
 def test_clipped_bias_matches_appendix_formula(kind, data, w_max):
     design, r, s = data.draw(designs_and_population(kind))
     expected = formula(r, s, np.minimum(1.0, w_max * design.joint()) - 1.0)
-    np.testing.assert_allclose(enumerated_bias(r, s, design, "clipped", w_max=w_max),
-                               expected, rtol=0, atol=1e-10)
-    np.testing.assert_allclose(conditional_bias(r, s, design, weighting="clipped", w_max=w_max),
-                               expected, rtol=0, atol=1e-10)
+    assert_both_match(r, s, design, "clipped", expected, {"w_max": w_max}, w_max=w_max)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -73,10 +76,7 @@ def test_marginal_only_bias_matches_appendix_formula(kind, data):
     assume(np.all(design.pi > 0))  # with a zero marginal the estimator divides by zero
     rho, pi = design.joint(), design.pi
     expected = formula(r, s, rho / np.outer(pi, pi) - 1.0)
-    np.testing.assert_allclose(enumerated_bias(r, s, design, "marginal_only", pi=pi),
-                               expected, rtol=0, atol=1e-10)
-    np.testing.assert_allclose(conditional_bias(r, s, design, weighting="marginal_only"),
-                               expected, rtol=0, atol=1e-10)
+    assert_both_match(r, s, design, "marginal_only", expected, {"pi": pi})
 
 
 @settings(max_examples=30)
@@ -100,10 +100,7 @@ def test_estimated_propensity_bias_matches_appendix_formula(kind, data, noise):
     rho_hat = np.clip(rho * noise, lower, np.minimum(pi[:, None], pi[None, :]))
     np.fill_diagonal(rho_hat, pi)
     expected = formula(r, s, rho / rho_hat - 1.0)
-    np.testing.assert_allclose(enumerated_bias(r, s, design, "exact", joint=rho_hat),
-                               expected, rtol=0, atol=1e-10)
-    np.testing.assert_allclose(conditional_bias(r, s, design, weighting="exact", rho_hat=rho_hat),
-                               expected, rtol=0, atol=1e-10)
+    assert_both_match(r, s, design, "exact", expected, {"joint": rho_hat}, rho_hat=rho_hat)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -134,10 +131,7 @@ def test_observed_average_bias_matches_conditional_weight_form(kind, data):
     target = pair_gradient(r, s)
     h = dense_kernel(r, s)
     expected = p_some * sum(w[i, j] * h[i, j] for i, j in edges(g)) - target
-    np.testing.assert_allclose(enumerated_bias(r, s, design, "observed_average"),
-                               expected, rtol=0, atol=1e-10)
-    np.testing.assert_allclose(conditional_bias(r, s, design, weighting="observed_average"),
-                               expected, rtol=0, atol=1e-10)
+    assert_both_match(r, s, design, "observed_average", expected, {})
 
 
 @pytest.mark.parametrize("kind", ["bernoulli", "conditional_poisson", "anchored_bernoulli"])

@@ -109,16 +109,27 @@ def test_finished_candidates_are_kept_and_free(allocator):
     np.testing.assert_array_equal(again.pi, plan.pi)
 
 
-@pytest.mark.parametrize("allocator", ("pair", "pointwise", "srswor", "uniform"))
+@pytest.mark.parametrize("allocator", ("pair", "pair_bernoulli", "pointwise", "srswor",
+                                       "uniform"))
 @pytest.mark.parametrize("ratio", (0.2, 0.5, 0.9))
 def test_expected_realised_cost_spends_the_budget(allocator, ratio):
     inputs = _batch(4, B=6, G=8, ratio=ratio)
-    plan = plan_continuations(inputs, allocator=allocator, rng=0)
+    opts = {"allocator": "pair", "size": None} if allocator == "pair_bernoulli" else \
+        {"allocator": allocator}
+    plan = plan_continuations(inputs, rng=0, **opts)
     cost = np.where(inputs.finished, 0.0, inputs.c_hat * plan.pi).sum(axis=1)
     live = inputs.n_unfinished > 0
-    # Floor not binding (ratio > pi_min) and budget below the full cost: spent exactly.
-    np.testing.assert_allclose(cost[live], inputs.budget[live], rtol=1e-9, atol=0)
     assert np.all(cost <= inputs.budget * (1 + 1e-9))
+    if allocator == "pair":
+        # Fixed size: each size's program may leave budget unspent (the size row binds
+        # first); the rest is reported, per group.
+        np.testing.assert_allclose(plan.info["unspent_budget"], inputs.budget - cost,
+                                   rtol=0, atol=1e-9 * inputs.budget.max())
+        # S = ratio * k >= 2 in some group at ratio >= 0.5 (G = 8): a fixed size is drawn
+        assert plan.info["fixed_size"][live].any() == (ratio >= 0.5)
+    else:
+        # Floor not binding (ratio > pi_min) and budget below the full cost: spent exactly.
+        np.testing.assert_allclose(cost[live], inputs.budget[live], rtol=1e-9, atol=0)
     np.testing.assert_allclose(plan.metrics["expected_suffix_cost"], cost.sum(), rtol=1e-12)
     np.testing.assert_allclose(plan.metrics["unspent_budget"], (inputs.budget - cost).sum(),
                                rtol=0, atol=1e-6 * inputs.budget.sum())
@@ -135,24 +146,50 @@ def test_budget_above_full_cost_completes_everything_and_reports_unspent():
 
 def test_skill_zero_reduces_pair_to_uniform_among_unfinished():
     inputs = _batch(6, B=5, G=8)
-    pair = plan_continuations(inputs, allocator="pair", skill_success=0.0, skill_cost=0.0,
-                              rng=0)
+    zero = {"skill_success": 0.0, "skill_cost": 0.0}
+    bern = plan_continuations(inputs, allocator="pair", size=None, rng=0, **zero)
     uniform = plan_continuations(inputs, allocator="uniform", rng=0)
-    np.testing.assert_array_equal(pair.pi, uniform.pi)
-    # and the skilled allocation is not uniform on these inputs (the claim can fail)
-    skilled = plan_continuations(inputs, allocator="pair", rng=0)
+    np.testing.assert_array_equal(bern.pi, uniform.pi)
+    # Fixed size (the default): exactly SRSWOR of the two neighbouring sizes, n/k and (n+1)/k.
+    pair = plan_continuations(inputs, allocator="pair", rng=0, **zero)
+    srswor = plan_continuations(inputs, allocator="srswor", rng=0)
+    k, f = inputs.n_unfinished, pair.info["weight_hi"]
+    n = pair.info["size"]
+    fixed = pair.info["fixed_size"]
+    assert fixed.sum() >= 3
+    unf = inputs.unfinished
+    lo, hi = pair.info["pi_lo"], pair.info["pi_hi"]
+    np.testing.assert_array_equal(np.where(unf, lo, 0)[fixed],
+                                  np.where(unf, (n / k)[:, None], 0)[fixed])
+    np.testing.assert_array_equal(np.where(unf, hi, 0)[fixed & (f > 0)],
+                                  np.where(unf, ((n + 1) / k)[:, None], 0)[fixed & (f > 0)])
+    np.testing.assert_allclose(pair.pi, srswor.pi, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(pair.joint, srswor.joint, rtol=0, atol=1e-12)
+    # and the skilled allocations are not uniform on these inputs (the claims can fail)
+    skilled = plan_continuations(inputs, allocator="pair", size=None, rng=0)
     assert np.abs(skilled.pi - uniform.pi).max() > 0.05
+    skilled = plan_continuations(inputs, allocator="pair", rng=0)
+    assert np.abs(skilled.pi - srswor.pi).max() > 0.01
 
 
-def test_solver_agrees_with_the_symmetric_closed_form():
-    from pairht.allocation import allocate
-    from pairht.step.allocators import FINISHED_COST
+@pytest.mark.parametrize("size", [None, 3])
+def test_solver_agrees_with_the_symmetric_closed_form(size):
+    from pairht.allocation.energy import solve_program
+    from pairht.step.pair_program import fold_finished, program_terms
 
-    fin = np.array([True, False, False, True, False, False])
-    p = np.where(fin, [0.9, 0, 0, 0.2, 0, 0], 0.4)
-    c = np.where(fin, FINISHED_COST * 100.0, 100.0)
-    res = allocate(p, c, 200.0 + 2 * FINISHED_COST * 100.0, pi_min=0.08)
-    np.testing.assert_allclose(res.pi[~fin], 0.5, rtol=0, atol=1e-7)
+    fin = np.array([[True, False, False, True, False, False]])
+    p = np.where(fin, [[0.9, 0, 0, 0.2, 0, 0]], 0.4)
+    budget = 200.0 if size is None else 300.0  # Bernoulli pi = 0.5; size 3 affordable
+    inputs = StepInputs(p, np.full((1, 6), 100.0), fin, [budget])
+    a, b = program_terms(inputs)
+    a_u, b_u = fold_finished(a, b, ~fin, 4)
+    res = solve_program(np.full((1, 4), 0.4), np.full((1, 4), 100.0), [budget], a_u, b_u,
+                        size=None if size is None else [size])
+    want = 0.5 if size is None else 0.75
+    np.testing.assert_allclose(res.pi, want, rtol=0, atol=1e-7)
+    plan = plan_continuations(inputs, size=size, rng=0)
+    assert plan.status[0] == "symmetric"
+    np.testing.assert_array_equal(plan.pi_alloc[~fin], want)
 
 
 def test_partial_skill_shrinks_toward_the_group_mean():
@@ -171,11 +208,24 @@ def test_partial_skill_shrinks_toward_the_group_mean():
 def test_srswor_draws_floor_or_ceil_of_the_uniform_size():
     inputs = _batch(8, B=3, G=8, ratio=0.45)
     t = inputs.budget / inputs.full_cost
+    s = t * inputs.n_unfinished
+    fixed = s >= 2  # below an expected size of 2 the draw is Bernoulli (pairs observable)
+    assert fixed.any() and (~fixed).any(), s  # the batch exercises both rules
     for seed in range(20):
         plan = plan_continuations(inputs, allocator="srswor", rng=seed)
         k = (plan.selected & inputs.unfinished).sum(axis=1)
-        s = t * inputs.n_unfinished
-        assert np.all((k == np.floor(s)) | (k == np.ceil(s)))
+        assert np.all(((k == np.floor(s)) | (k == np.ceil(s)))[fixed])
+        assert np.all(plan.joint > 0)  # every pair observable: pair-HT unbiased
+
+
+def test_srswor_below_size_two_is_bernoulli_and_unbiased():
+    from pairht.step import unfinished_design
+
+    d = unfinished_design("conditional_poisson", [0.3, 0.3, 0.3])  # S = 0.9: sizes 0/1 never
+    assert d.name == "bernoulli"  # observe a pair; Bernoulli keeps rho_ij = pi_i pi_j > 0
+    np.testing.assert_allclose(d.joint()[0, 1], 0.09, rtol=0, atol=1e-15)
+    d2 = unfinished_design("conditional_poisson", [0.7, 0.7, 0.6])  # S = 2.0: fixed size 2
+    assert d2.name != "bernoulli" and set(d2.support()[0].sum(axis=1).tolist()) == {2}
 
 
 def test_dependent_rounding_resolves_to_the_pair_positive_mixture():

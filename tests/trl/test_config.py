@@ -21,8 +21,9 @@ def test_paper_defaults():
     cfg = make(max_completion_length=1024)  # long enough for the paper's tau and snap window
     assert (cfg.mode, cfg.tau, cfg.snap_window, cfg.budget_ratio, cfg.pi_min) == (
         "exact", 256, 32, 0.5, 0.08)
-    assert (cfg.design, cfg.edge_proxy, cfg.covariance_term, cfg.weighting) == (
-        "bernoulli", "disagreement", True, "exact")
+    # PAIR's default design is fixed size (issue 14: the audit at equal realised cost)
+    assert (cfg.design, cfg.design_size, cfg.edge_proxy, cfg.covariance_term, cfg.weighting) == (
+        "conditional_poisson", None, "disagreement", True, "exact")
     assert (cfg.head_width, cfg.head_feature_window, cfg.head_replay) == (256, 16, 2048)
     assert cfg.head_temperature_fraction == 0.25
     # exact mode resolves TRL's knobs to the estimator's: one epoch, no standardisation,
@@ -75,11 +76,9 @@ def test_exact_mode_refuses_practical_departures(kw, fields):
          "w_max must be a positive finite number"),
         (dict(w_max=10.0), "w_max is only used by clipping variants"),
         (dict(design="conditional_poisson", anchor_pair=True), "anchor_pair=True"),
-        (dict(design_size=2), "design_size applies only to fixed-size"),
+        (dict(design="bernoulli", design_size=2), "design_size applies only to fixed-size"),
         (dict(design="conditional_poisson", design_size=5), r"design_size must lie in \[2"),
         (dict(design="conditional_poisson", design_size=1), r"design_size must lie in \[2"),
-        (dict(design="conditional_poisson", budget_ratio=0.1, pi_min=0.05),
-         r"floor\(num_generations \* budget_ratio\)"),
         (dict(delta=0.5), "delta must be None"),
         (dict(top_p=0.9), "top_p must be 1.0"),
         (dict(top_k=20), "top_k must be 0 or None"),
@@ -105,6 +104,15 @@ def test_valid_variants_construct():
     make(design="conditional_poisson", design_size=2)
     make(design="dependent_rounding")
     make(anchor_pair=True, lagged_heads=True, covariance_term=False, budget_ratio=1.0)
+    # size "auto" at any budget: groups that afford no size of two are drawn Bernoulli
+    make(design="conditional_poisson", budget_ratio=0.1, pi_min=0.05)
+
+
+def test_default_design_is_fixed_size_and_bernoulli_with_an_anchor_pair():
+    assert make().design == "conditional_poisson"
+    assert make(anchor_pair=True).design == "bernoulli"
+    assert make(allocator="uniform").design is None  # the allocator's own
+    assert make(design="bernoulli").design == "bernoulli"
 
 
 def test_import_is_lazy():

@@ -65,16 +65,6 @@ def _llama(vocab: int, hidden: int, layers: int, seed: int, init: float) -> Llam
         return LlamaForCausalLM(cfg).eval()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    # Tiny matrices: a second intra-op thread only adds synchronisation, and on a loaded
-    # machine spinning threads make each 32x32 matmul ~50x slower.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def tokenizer():
     return _tokenizer()

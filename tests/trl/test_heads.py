@@ -9,22 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from pairht.calibration import fit_temperature
+from pairht.calibration import fit_temperature, ipw_brier_loss, ipw_log_cost_loss
 from pairht_trl.heads import HeadTrainer, PrefixHeads
 
 
 def _mlp(*args, **kwargs):
     """The paper's MLP heads (``head="mlp"``), which the tests below pin down."""
     return HeadTrainer(*args, head="mlp", **kwargs)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    # Small matrices: extra intra-op threads only add synchronisation on a loaded machine.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _nll(p, y):
@@ -103,6 +94,35 @@ def test_ipw_losses_equal_hand_computed_values():
     assert m["cost_mape"] == pytest.approx((2 * (1 - 1 / math.e) + math.e**2 - 1) / 7, rel=1e-6)
 
 
+def test_torch_ipw_losses_equal_the_core_ipw_losses():
+    """``HeadTrainer._losses`` is the one torch mirror of the core's IPW losses: on a window
+    with unequal pi, partial rewards and zero costs (no cost label) it gives
+    ``ipw_brier_loss / w_bar`` and ``ipw_log_cost_loss / w_bar`` to float32 rounding."""
+    rng = np.random.default_rng(5)
+    tr = _mlp(6, width=8, steps_per_update=0, cost_scale=30.0, seed=3)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        torch.nn.init.normal_(tr.heads.success[-1].weight)
+        torch.nn.init.normal_(tr.heads.cost[-1].weight, std=0.3)
+    n = 40
+    u = rng.normal(size=(n, 6)).astype(np.float32)
+    r = rng.uniform(size=n)
+    c = np.where(rng.random(n) < 0.25, 0.0, rng.uniform(5.0, 80.0, size=n))
+    pi = rng.uniform(0.1, 1.0, size=n)
+    tr.add(u, r, c, pi, np.ones(n, dtype=bool))
+    w_bar = float(np.mean(1.0 / pi))
+    with torch.no_grad():
+        loss_p, loss_c = tr._losses(torch.arange(n), w_bar)
+        logits, c_hat = tr.heads(torch.as_tensor(u))
+    p = 1.0 / (1.0 + np.exp(-logits.double().numpy()))
+    every = np.ones(n, dtype=bool)
+    want_p = ipw_brier_loss(p, r, pi, every) / w_bar
+    want_c = ipw_log_cost_loss(c_hat.double().numpy(), c, pi, c > 0) / w_bar
+    assert want_c > 0.1 and want_p > 0.01  # both terms carry signal
+    assert float(loss_p) == pytest.approx(want_p, rel=1e-5)
+    assert float(loss_c) == pytest.approx(want_c, rel=1e-5)
+
+
 def test_cost_scale_defaults_to_the_ipw_mean_cost():
     tr = _mlp(4, width=8, steps_per_update=0)
     tr.add(np.zeros((3, 4)), [1.0, 0.0, 1.0], [30.0, 90.0, 0.0], [0.5, 1.0, 1.0], [True] * 3)
@@ -133,14 +153,20 @@ def test_heads_learn_a_separable_signal():
     assert np.mean(np.abs(c_hat - c) / c) < 0.12
 
 
-def test_temperature_is_fitted_on_the_newest_quarter_and_reduces_nll():
-    rng = np.random.default_rng(1)
+def _overconfident_heads(rng, n):
+    """MLP heads whose success logits are spread wide (an overconfident head), and ``n``
+    random 4-d features."""
     tr = _mlp(4, width=8, steps_per_update=0, cost_scale=10.0, seed=0)
-    # An overconfident success head: labels are drawn from sigmoid(z / 6) for its logits z.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         torch.nn.init.normal_(tr.heads.success[-1].weight, std=3.0)
-    u = rng.normal(size=(400, 4)).astype(np.float32)
+    return tr, rng.normal(size=(n, 4)).astype(np.float32)
+
+
+def test_temperature_is_fitted_on_the_newest_quarter_and_reduces_nll():
+    rng = np.random.default_rng(1)
+    # labels are drawn from sigmoid(z / 6) for the heads' logits z
+    tr, u = _overconfident_heads(rng, 400)
     with torch.no_grad():
         logits = tr.heads(torch.as_tensor(u))[0].double().numpy()
     y = (rng.random(400) < 1 / (1 + np.exp(-logits / 6))).astype(float)
@@ -158,12 +184,7 @@ def test_temperature_is_fitted_on_the_newest_quarter_and_reduces_nll():
 
 def test_a_single_class_window_keeps_the_previous_temperature():
     """All-zero labels make the likelihood monotone in 1/T: no fit (it would run to T = 0.05)."""
-    rng = np.random.default_rng(2)
-    tr = _mlp(4, width=8, steps_per_update=0, cost_scale=10.0, seed=0)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        torch.nn.init.normal_(tr.heads.success[-1].weight, std=3.0)
-    u = rng.normal(size=(200, 4)).astype(np.float32)
+    tr, u = _overconfident_heads(np.random.default_rng(2), 200)
     tr.heads.temperature.fill_(1.7)
     tr.add(u, np.zeros(200), np.ones(200), np.full(200, 0.5), np.ones(200, bool))
     assert tr.update()["temperature"] == 1.7

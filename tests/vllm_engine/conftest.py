@@ -8,17 +8,13 @@ where ``vllm`` is not installed, and fails instead under ``PAIRHT_REQUIRE_VLLM=1
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
-from pairht_vllm.testing import CPU_ENV
+from tiny_llama import checkpoint, hf_model, tokenizer  # noqa: F401 (fixtures)
 from vllm_required import require_vllm_for_tests
-
-for _key, _value in CPU_ENV.items():  # before vllm is first imported
-    os.environ.setdefault(_key, _value)
 
 # The PairGRPOTrainer builders and the exact-mode helpers of the TRL suite, reused as they are.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trl"))
@@ -42,29 +38,7 @@ def _require_vllm():
 
 
 @pytest.fixture(scope="session")
-def tokenizer():
-    from pairht_demo import toy
-
-    return toy.make_tokenizer()
-
-
-@pytest.fixture(scope="session")
-def checkpoint(tmp_path_factory, tokenizer):
-    from pairht_vllm.testing import save_tiny_llama
-
-    # Seed 6: greedy outputs snap at newlines, at tau + window and end early (see tests/rollout).
-    return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), tokenizer, seed=6)
-
-
-@pytest.fixture(scope="session")
-def hf_model(checkpoint):
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(checkpoint).eval()
-
-
-@pytest.fixture(scope="session")
-def engine(checkpoint):
+def engine(checkpoint):  # noqa: F811 (the imported fixture, by name)
     from pairht_vllm import apply_cpu_shims
     from pairht_vllm.testing import cpu_engine
 

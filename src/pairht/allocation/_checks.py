@@ -11,8 +11,9 @@ import math
 import numbers
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from pairht._validation import check_int
+from pairht._validation import check_finite, check_int
 
 
 def check_flag(name: str, value: object) -> bool:
@@ -62,3 +63,13 @@ def check_tol(name: str, tol: object) -> float:
 def check_max_iter(name: str, max_iter: object) -> int:
     """An iteration cap: an int ``>= 1`` (bools and floats raise ``TypeError``)."""
     return check_int(name, max_iter, low=1, rule="a positive iteration cap")
+
+
+def broadcast_budget(budget: ArrayLike, batch: tuple[int, ...]) -> np.ndarray:
+    """``budget`` finite, broadcast to the batch shape, as float64 (a fresh array)."""
+    bud = check_finite("budget", budget)
+    try:
+        return np.broadcast_to(bud, batch).astype(np.float64)
+    except ValueError:
+        raise ValueError(f"budget must be a scalar or have the batch shape {batch}; got shape "
+                         f"{bud.shape}") from None

@@ -8,11 +8,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pairht._validation import check_finite, check_probabilities
-from pairht.allocation._checks import check_flag
+from pairht.allocation._checks import broadcast_budget, check_flag
 from pairht.allocation.kkt import _value
 from pairht.allocation.proxies import check_energy, covariance_term
 from pairht.allocation.solver import AllocationResult
-from pairht.estimators._inputs import check_joint
+from pairht.estimators._inputs import check_joint, n_pairs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +121,7 @@ def diagnostics(
         if rho.shape != (*p.shape, G):
             raise ValueError(f"joint must have shape {(*p.shape, G)}; got {rho.shape}")
     edges = rho[..., iu[0], iu[1]]
-    M = G * (G - 1) / 2
+    M = n_pairs(G)
     with np.errstate(divide="ignore"):
         inv = 1.0 / edges
     sum_inv = inv.sum(axis=-1)
@@ -146,12 +146,7 @@ def diagnostics(
         resid = np.asarray(result.kkt_residual, dtype=np.float64).copy()
         unspent = np.asarray(result.unspent_budget, dtype=np.float64).copy()
     if budget is not None:
-        bud = check_finite("budget", budget)
-        try:
-            bud = np.broadcast_to(bud, batch).astype(np.float64)
-        except ValueError:
-            raise ValueError(f"budget must be a scalar or have the batch shape {batch}; got "
-                             f"shape {bud.shape}") from None
+        bud = broadcast_budget(budget, batch)
         if np.any(bud <= 0):
             raise ValueError(f"budget must be positive; got min {float(bud.min())!r}")
         unspent = bud - cost

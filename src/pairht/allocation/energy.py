@@ -111,6 +111,7 @@ def solve_program(
     *,
     size: int | str | ArrayLike | None = None,
     fallback: bool = False,
+    warm_start: ArrayLike | None = None,
     tol: float = 1e-8,
     max_iter: int = 100,
 ) -> Any:
@@ -128,7 +129,7 @@ def solve_program(
     budget : float or (...) array_like
     a : (..., G, G) ndarray                symmetric, nonnegative, zero diagonal
     b : (..., G) ndarray                   nonnegative
-    pi_min, size, fallback, tol, max_iter : as in ``allocate``
+    pi_min, size, fallback, warm_start, tol, max_iter : as in ``allocate``
 
     Returns
     -------
@@ -137,6 +138,7 @@ def solve_program(
     from pairht.allocation.solver import (
         AllocationResult,
         _solve_flat,
+        check_warm_start,
         resolve_sizes,
         validate_problem,
     )
@@ -150,11 +152,13 @@ def solve_program(
                          f"{a.shape} and {b.shape}")
     if not (np.isfinite(a).all() and np.isfinite(b).all()) or a.min() < 0 or b.min() < 0:
         raise ValueError("a and b must be finite and nonnegative (expected energies)")
+    warm = check_warm_start(warm_start, p.shape)
     m = int(np.prod(batch, dtype=np.int64))
     sizes = resolve_sizes(size, c, bud, lo)
     out = _solve_flat(p.reshape(m, G), c.reshape(m, G), bud.reshape(m), lo, a.reshape(m, G, G),
-                      b.reshape(m, G), None, None if sizes is None else sizes.reshape(m),
-                      fallback, float(tol), int(max_iter))
+                      b.reshape(m, G), None if warm is None else warm.reshape(m, G),
+                      None if sizes is None else sizes.reshape(m), fallback, float(tol),
+                      int(max_iter))
     return AllocationResult(**{k: (v.reshape(*batch, G) if k == "pi" else v.reshape(batch))
                                for k, v in out.items()})
 

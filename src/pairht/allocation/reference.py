@@ -10,7 +10,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize
 
-from pairht._validation import check_probabilities
 from pairht.allocation._checks import check_flag, check_max_iter, check_real
 from pairht.allocation.kkt import _lstsq_multipliers, _residual, _value, estimate_multipliers
 from pairht.allocation.proxies import ProxyKind, edge_proxy
@@ -19,6 +18,7 @@ from pairht.allocation.solver import (
     AllocationResult,
     _check_proxy_kind,
     allocate,
+    check_warm_start,
     resolve_sizes,
     uniform_fallback,
     validate_problem,
@@ -89,11 +89,8 @@ def reference_slsqp(
     b = _covariance_term(a) if cov else np.zeros(p.shape)
     m = int(np.prod(batch, dtype=np.int64))
     C, A, Bv, BUD = c.reshape(m, G), a.reshape(m, G, G), b.reshape(m, G), bud.reshape(m)
-    W = None
-    if warm_start is not None:
-        W = check_probabilities("warm_start", warm_start)
-        if W.shape != p.shape:
-            raise ValueError(f"warm_start must have the shape of p_hat {p.shape}; got {W.shape}")
+    W = check_warm_start(warm_start, p.shape)
+    if W is not None:
         W = np.clip(W.reshape(m, G), lo, 1.0)
     sizes = resolve_sizes(size, c, bud, lo)  # the same checks as allocate
     N = None if sizes is None else np.broadcast_to(sizes, batch).reshape(m)

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pairht._validation import check_finite
-from pairht.allocation._checks import check_pi_min
+from pairht.allocation._checks import broadcast_budget, check_pi_min
 
 #: Relative tolerance under which a budget counts as exactly a boundary cost (floor, least or
 #: largest cost of ``n`` units): the program is then solved on that boundary, and the point
@@ -149,13 +149,8 @@ def largest_affordable_size(c_hat: ArrayLike, budget: ArrayLike, pi_min: float) 
     if np.any(c <= 0):
         raise ValueError(f"c_hat must be positive (predicted suffix tokens); got min "
                          f"{float(c.min())!r}")
-    bud = check_finite("budget", budget)
     batch, G = c.shape[:-1], c.shape[-1]
-    try:
-        bud = np.broadcast_to(bud, batch).astype(np.float64)
-    except ValueError:
-        raise ValueError(f"budget must be a scalar or have the batch shape {batch}; got shape "
-                         f"{bud.shape}") from None
+    bud = broadcast_budget(budget, batch)
     if np.any(bud <= 0):
         raise ValueError(f"budget must be positive; got min {float(bud.min())!r}")
     lo = check_pi_min(pi_min)

@@ -25,7 +25,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pairht._validation import check_finite, check_probabilities
-from pairht.allocation._checks import check_flag, check_max_iter, check_pi_min, check_tol
+from pairht.allocation._checks import (
+    broadcast_budget,
+    check_flag,
+    check_max_iter,
+    check_pi_min,
+    check_tol,
+)
 from pairht.allocation._ipm_kernel import ipm_batch
 from pairht.allocation.kkt import (
     _gradient,
@@ -313,12 +319,7 @@ def validate_costs(
                          f"{c[idx]!r}")
     lo = check_pi_min(pi_min)
     batch = c.shape[:-1]
-    bud = check_finite("budget", budget)
-    try:
-        bud = np.broadcast_to(bud, batch).astype(np.float64)
-    except ValueError:
-        raise ValueError(f"budget must be a scalar or have the batch shape {batch}; got shape "
-                         f"{bud.shape}") from None
+    bud = broadcast_budget(budget, batch)
     floor = lo * c.sum(axis=-1)
     bad = bud < floor * (1.0 - EDGE_RTOL)
     if bad.any():
@@ -327,6 +328,16 @@ def validate_costs(
             f"budget is infeasible: it must be at least the floor's cost pi_min * sum({name}) = "
             f"{float(floor[idx])!r} (pi_min = {lo}); got budget{list(idx)} = {float(bud[idx])!r}")
     return c, bud, lo
+
+
+def check_warm_start(warm_start: ArrayLike | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``warm_start`` probabilities of the shape of ``p_hat`` (``shape``), or None."""
+    if warm_start is None:
+        return None
+    warm = check_probabilities("warm_start", warm_start)
+    if warm.shape != shape:
+        raise ValueError(f"warm_start must have the shape of p_hat {shape}; got {warm.shape}")
+    return warm
 
 
 def validate_problem(
@@ -521,12 +532,7 @@ def allocate(
     iters = check_max_iter("max_iter", max_iter)
     a = edge_proxy(p, kind=proxy, score_norm=score_norm, energy=energy)
     b = shared_vertex_term(a) if cov else np.zeros(p.shape)
-    warm = None
-    if warm_start is not None:
-        warm = check_probabilities("warm_start", warm_start)
-        if warm.shape != p.shape:
-            raise ValueError(f"warm_start must have the shape of p_hat {p.shape}; got "
-                             f"{warm.shape}")
+    warm = check_warm_start(warm_start, p.shape)
     auto = isinstance(size, str) and size == "auto"
     sizes = None if auto else resolve_sizes(size, c, bud, lo)
     m = int(np.prod(batch, dtype=np.int64))

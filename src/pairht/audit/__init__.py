@@ -17,6 +17,9 @@ Examples
 ['uniform_ht', 'pair']
 """
 
+# Registers the comparator rows (vip, hora, duet, dppo, pair_joint, ...) with ROWS; imported
+# here, after rows, so that rows never imports the comparators (imports run one way).
+from pairht.audit import comparator_rows as _comparator_rows  # noqa: F401
 from pairht.audit.base import AuditConfig
 from pairht.audit.population import (
     FORMAT_VERSION,

@@ -15,9 +15,11 @@ is reachable). Uniform
 rules hit it at ``s = budget_ratio`` exactly (their realised cost is ``s`` times the full
 cost whatever the predictions).
 
-Until ``pairht.step`` lands the rules are computed here from :mod:`pairht.allocation`,
-exactly: the program over the unfinished candidates with the finished ones fixed at 1
-(:func:`_pair_program`; an edge to a finished candidate adds ``a_if`` to ``b_i``).
+The rules are the step's own allocators (:func:`pairht.step.get_allocator`, on
+:func:`step_inputs` of the population): one implementation of every rule. ``pair`` is PAIR's
+program over the unfinished candidates with the finished ones fixed at 1 (an edge to a
+finished candidate adds ``a_if`` to ``b_i``; :mod:`pairht.step.pair_program`), at a ``size``:
+``None`` (Bernoulli) or ``"auto"`` (the two sizes neighbouring uniform SRSWOR's, mixed).
 """
 
 from __future__ import annotations
@@ -26,17 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from pairht.allocation import edge_proxy, pointwise_allocation
 from pairht.allocation.energy import NAME as LENGTH_ENERGY
-from pairht.allocation.energy import length_energy, solve_program
-from pairht.allocation.proxies import shared_vertex_term
-from pairht.allocation.sizes import min_cost_point
 from pairht.audit.base import AuditConfig, RowUnavailable, finished_mask, suffix_costs
 from pairht.audit.population import Population
+from pairht.step import StepInputs, get_allocator
 
-#: Allocation rules (names of the step's allocator registry).
-ALLOCATORS = ("full", "uniform", "srswor", "pointwise", "pair")
-#: Edge proxies a ``pair`` row can name.
+#: Edge proxies a ``pair`` row can name (the step's, less a user-given energy matrix).
 PROXIES = ("disagreement", "score_norm", LENGTH_ENERGY)
 _MAX_STEPS = 100
 #: Relative accuracy of the matched realised cost.
@@ -79,197 +76,79 @@ def solve_scale(cost: Any, target: float, lo: float, hi: float) -> float:
     return best
 
 
-def _proxy_terms(pop: Population, rows: np.ndarray, cfg: AuditConfig,
-                 proxy: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """Edge proxy ``a`` and shared-vertex term ``b`` over all ``G`` candidates of ``rows``."""
-    kind = cfg.proxy if proxy is None else proxy
-    p = pop.p_hat[rows]
-    if kind == LENGTH_ENERGY:
-        remaining = np.where(finished_mask(pop)[rows], 0.0, pop.c_hat[rows])
-        return length_energy(p, np.maximum(pop.prefix_len[rows] + remaining, 1.0))
-    if kind == "score_norm":
-        if pop.m_hat is None:
-            raise RowUnavailable("the score_norm proxy needs m_hat in the population")
-        a = edge_proxy(p, kind="score_norm", score_norm=pop.m_hat[rows])
-    elif kind == "disagreement":
-        a = edge_proxy(p)
-    else:
-        raise ValueError(f"proxy must be one of {PROXIES}; got {kind!r}")
-    return a, shared_vertex_term(a)
+def step_inputs(pop: Population, scale: float) -> StepInputs:
+    """The step's inputs of ``pop`` at budget ``scale * sum_{i unfinished} c_hat_qi`` per prompt.
 
-
-def _by_unfinished_count(pop: Population) -> dict[int, np.ndarray]:
-    """Prompt indices grouped by their number of unfinished candidates ``G_u``."""
-    gu = (~finished_mask(pop)).sum(axis=1)
-    return {int(k): np.flatnonzero(gu == k) for k in np.unique(gu)}
-
-
-def _reduced(x: np.ndarray, unf: np.ndarray, k: int) -> np.ndarray:
-    """The unfinished entries of each row of ``x`` (each row has exactly ``k``), ``(m, k)``."""
-    return x[unf].reshape(-1, k)
-
-
-def _pair_program(pop: Population, rows: np.ndarray, k: int, budget: np.ndarray,
-                  cfg: AuditConfig, proxy: str | None, size: np.ndarray | None
-                  ) -> tuple[np.ndarray, list[str]]:
-    r"""PAIR's program over the ``k`` unfinished candidates of ``rows``, finished fixed at 1.
-
-    With ``pi_f = 1`` for the finished set ``F``, the objective ``sum_{i<j} a_ij/(pi_i pi_j)
-    + sum_i b_i/pi_i`` is, up to a constant, the same program over the unfinished candidates
-    with ``a`` restricted to them and ``b'_i = b_i + sum_{f in F} a_if`` (an edge to a
-    finished candidate is observed whenever ``i`` is). Solved exactly by the allocation
-    solver; returns the ``(m, k)`` probabilities.
+    Finished candidates cost nothing (their ``c_hat`` is ignored); ``prefix_tokens`` is the
+    population's ``prefix_len`` (the length-energy proxy reads it).
     """
-    a, b = _proxy_terms(pop, rows, cfg, proxy)
-    unf = ~finished_mask(pop)[rows]
-    cross = np.einsum("mij,mj->mi", a, (~unf).astype(np.float64))
-    a_u = a[unf[:, :, None] & unf[:, None, :]].reshape(-1, k, k)
-    b_u = _reduced(b + cross, unf, k)
-    p_u = _reduced(pop.p_hat[rows], unf, k)
-    c_u = _reduced(pop.c_hat[rows], unf, k)
-    res = solve_program(p_u, c_u, budget, a_u, b_u, cfg.pi_min, size=size, fallback=True)
+    fin = finished_mask(pop)
+    c = np.where(fin, 0.0, pop.c_hat)
+    return StepInputs(p_hat=pop.p_hat, c_hat=c, finished=fin, budget=scale * c.sum(axis=1),
+                      prefix_tokens=pop.prefix_len)
+
+
+def allocation(name: str, pop: Population, scale: float, cfg: AuditConfig,
+               proxy: str | None = None, size: str | None = None
+               ) -> tuple[np.ndarray, dict[str, Any], list[str]]:
+    """The step allocator ``name`` on ``pop`` at budget ``scale``: ``(pi, info, notes)``.
+
+    ``proxy`` (``None``: the config's) and ``size`` (``None``: Bernoulli; ``"auto"``: two
+    neighbouring sizes, mixed) apply to ``pair`` only. Finished candidates get exactly 1 and
+    cost nothing; the budget of prompt ``q`` is ``scale`` times the predicted suffix tokens of
+    its unfinished candidates, spent on them only.
+    """
+    allocator = get_allocator(name)  # the registry names the rules (ValueError otherwise)
+    inputs = step_inputs(pop, scale)
+    opts: dict[str, Any] = {}
+    if name == "pair":
+        kind = cfg.proxy if proxy is None else proxy
+        if kind not in PROXIES:
+            raise ValueError(f"proxy must be one of {PROXIES}; got {kind!r}")
+        opts = {"proxy": kind, "size": size}
+        if kind == "score_norm":
+            if pop.m_hat is None:
+                raise RowUnavailable("the score_norm proxy needs m_hat in the population")
+            opts["score_norm"] = pop.m_hat
+    elif size is not None:
+        raise ValueError(f"size applies to allocator 'pair' only; got size={size!r} for {name!r}")
+    pi, info = allocator.pi(inputs, pi_min=cfg.pi_min, **opts)
     notes = []
-    if (~res.converged).any():
-        notes.append(f"allocation did not converge on {int((~res.converged).sum())} prompts")
-    if res.fallback_used.any():
-        notes.append(f"allocation fell back to uniform on {int(res.fallback_used.sum())} "
-                     f"prompts")
-    return res.pi, notes
+    bad = ~np.asarray(info.get("converged", True), dtype=bool)
+    if bad.any():
+        notes.append(f"allocation did not converge on {int(bad.sum())} prompts")
+    fb = np.asarray(info.get("fallback_used", False), dtype=bool)
+    if fb.any():
+        notes.append(f"allocation fell back to uniform on {int(fb.sum())} prompts")
+    return np.asarray(pi), info, notes
 
 
 def allocator_pi(name: str, pop: Population, scale: float, cfg: AuditConfig,
-                 proxy: str | None = None) -> tuple[np.ndarray, list[str]]:
-    """Inclusion probabilities ``(P, G)`` of rule ``name`` at budget ``scale * sum c_hat_u``.
+                 proxy: str | None = None, size: str | None = None
+                 ) -> tuple[np.ndarray, list[str]]:
+    """Inclusion probabilities ``(P, G)`` of rule ``name`` at budget ``scale * sum c_hat_u``
+    (:func:`allocation`). Returns ``(pi, notes)``."""
+    pi, _, notes = allocation(name, pop, scale, cfg, proxy, size)
+    return pi, notes
 
-    Finished candidates get exactly 1 and cost nothing; the budget of prompt ``q`` is
-    ``scale`` times the predicted suffix tokens of its unfinished candidates, spent on them
-    only. A prompt with one unfinished candidate gives it ``min(1, scale)``. Returns
-    ``(pi, notes)``.
+
+def matched_allocation(name: str, pop: Population, cfg: AuditConfig, cache: dict[str, Any],
+                       proxy: str | None = None, size: str | None = None
+                       ) -> tuple[np.ndarray, dict[str, Any], float, list[str]]:
+    """:func:`allocation` at the budget scale whose expected realised cost hits the target.
+
+    Returns ``(pi, info, scale, notes)``; cached per audit under ``(name, proxy, size)``. A
+    target the rule cannot reach inside ``[pi_min, 1]`` leaves the nearest end and says so in
+    a note.
     """
-    if name not in ALLOCATORS:
-        raise ValueError(f"allocator must be one of {ALLOCATORS}; got {name!r}")
-    unf_all = ~finished_mask(pop)
-    pi = np.ones(pop.p_hat.shape)
-    notes: list[str] = []
-    if name == "full":
-        return pi, notes
-    for k, rows in _by_unfinished_count(pop).items():
-        if k == 0:
-            continue
-        unf = unf_all[rows]
-        c_u = _reduced(pop.c_hat[rows], unf, k)
-        budget = scale * c_u.sum(axis=1)
-        if name in ("uniform", "srswor") or k == 1:
-            sub = np.full(c_u.shape, min(1.0, scale))
-        elif name == "pointwise":
-            sub = pointwise_allocation(_reduced(pop.p_hat[rows], unf, k), c_u, budget,
-                                       cfg.pi_min)
-        else:
-            sub, more = _pair_program(pop, rows, k, budget, cfg, proxy, None)
-            notes += more
-        block = np.ones((rows.size, pop.group_size))
-        block[unf] = np.clip(sub, 0.0, 1.0).ravel()
-        pi[rows] = block
-    return pi, sorted(set(notes))
-
-
-def sized_pair_pi(pop: Population, scale: float, cfg: AuditConfig, proxy: str | None = None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    r"""PAIR's fixed-size program at a non-integer size: the two neighbouring sizes, mixed.
-
-    Over the ``G_u`` unfinished candidates of a prompt the size ``S = scale * G_u`` (that of
-    uniform SRSWOR at the same budget) is split as ``n = floor(S)``, ``f = S - n``; PAIR's
-    program over the unfinished candidates (finished fixed at 1, see
-    :func:`_pair_program`) is solved with ``sum pi = n`` at budget ``B n / S`` and with
-    ``n + 1`` at ``B (n + 1) / S`` (the same budget per completion, so the mixture
-    ``(1 - f) pi_lo + f pi_hi`` spends ``B`` in expectation; a size whose share cannot buy
-    its cheapest ``n`` candidates gets that least cost instead). Sizes are at least
-    ``max(2, ceil(G_u pi_min))`` (a smaller ``n`` is raised, the ``n + 1`` side then holds
-    all the weight); prompts with fewer than three unfinished candidates take the uniform
-    ``min(1, scale)``.
-
-    Returns ``(pi_lo, pi_hi, f, notes)`` with ``f`` of shape ``(P,)``.
-    """
-    unf_all = ~finished_mask(pop)
-    P, G = pop.p_hat.shape
-    lo_pi, hi_pi = np.ones((P, G)), np.ones((P, G))
-    f = np.zeros(P)
-    notes: list[str] = []
-    for k, rows in _by_unfinished_count(pop).items():
-        if k == 0:
-            continue
-        unf = unf_all[rows]
-        if k < 3:
-            for out in (lo_pi, hi_pi):
-                block = np.ones((rows.size, G))
-                block[unf] = min(1.0, scale)
-                out[rows] = block
-            continue
-        c_u = _reduced(pop.c_hat[rows], unf, k)
-        S = scale * k
-        least = max(2, int(np.ceil(k * cfg.pi_min - 1e-12)))
-        n = max(int(np.floor(S + 1e-12)), least)
-        n_hi = min(n + 1, k)
-        frac = 0.0 if n_hi == n or S <= n else min(S - n, 1.0)
-        sols = []
-        for n_c, share in ((n, n / max(S, n)), (n_hi, n_hi / max(S, n))):
-            # A size the share cannot afford (the cheapest n_c at 1, the rest at the floor)
-            # gets that least cost: realised cost is matched by the bisection on ``scale``.
-            least_cost = np.einsum("mi,mi->m", c_u, min_cost_point(
-                c_u, cfg.pi_min, np.full(rows.size, float(n_c))))
-            bud = np.maximum(scale * c_u.sum(axis=1) * share, least_cost * (1.0 + 1e-9))
-            sub, more = _pair_program(pop, rows, k, bud, cfg, proxy,
-                                      np.full(rows.size, n_c, dtype=np.int64))
-            notes += more
-            block = np.ones((rows.size, G))
-            block[unf] = np.clip(sub, 0.0, 1.0).ravel()
-            sols.append(block)
-        lo_pi[rows], hi_pi[rows] = sols
-        f[rows] = frac
-    return lo_pi, hi_pi, f, sorted(set(notes))
-
-
-def matched_sized_pi(pop: Population, cfg: AuditConfig, cache: dict[str, Any],
-                     proxy: str | None = None
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, list[str]]:
-    """:func:`sized_pair_pi` at the budget scale whose expected realised cost hits the target
-    (:func:`solve_scale`, as :func:`matched_pi`). Returns ``(pi_lo, pi_hi, f, scale,
-    notes)``."""
-    key = f"alloc:pair_sized:{proxy}"
+    key = f"alloc:{name}:{proxy}:{size}"
     if key in cache:
         return cache[key]
     C = suffix_costs(pop)
     target = cfg.budget_ratio * C.sum()
 
     def cost(s: float) -> float:
-        lo, hi, f, _ = sized_pair_pi(pop, s, cfg, proxy)
-        return float((((1 - f)[:, None] * lo + f[:, None] * hi) * C).sum())
-
-    s = solve_scale(cost, target, cfg.pi_min, 1.0)
-    p_lo, p_hi, f, notes = sized_pair_pi(pop, s, cfg, proxy)
-    got = float((((1 - f)[:, None] * p_lo + f[:, None] * p_hi) * C).sum())
-    if abs(got - target) > 1e-9 * max(target, 1e-300):
-        notes.append(f"realised cost {got / C.sum():.6f} of the full cost could not be matched "
-                     f"to the target {cfg.budget_ratio} (budget scale {s:.4f})")
-    cache[key] = (p_lo, p_hi, f, s, notes)
-    return cache[key]
-
-
-def matched_pi(name: str, pop: Population, cfg: AuditConfig, cache: dict[str, Any],
-               proxy: str | None = None) -> tuple[np.ndarray, float, list[str]]:
-    """``allocator_pi`` at the budget scale whose expected realised cost hits the target.
-
-    Returns ``(pi, scale, notes)``; cached per audit under ``(name, proxy)``. A target the
-    rule cannot reach inside ``[pi_min, 1]`` leaves the nearest end and says so in a note.
-    """
-    key = f"alloc:{name}:{proxy}"
-    if key in cache:
-        return cache[key]
-    C = suffix_costs(pop)
-    target = cfg.budget_ratio * C.sum()
-
-    def cost(s: float) -> float:
-        return float((allocator_pi(name, pop, s, cfg, proxy)[0] * C).sum())
+        return float((allocation(name, pop, s, cfg, proxy, size)[0] * C).sum())
 
     if name == "full":
         s = 1.0
@@ -277,10 +156,18 @@ def matched_pi(name: str, pop: Population, cfg: AuditConfig, cache: dict[str, An
         s = cfg.budget_ratio
     else:
         s = solve_scale(cost, target, cfg.pi_min, 1.0)
-    pi, notes = allocator_pi(name, pop, s, cfg, proxy)
+    pi, info, notes = allocation(name, pop, s, cfg, proxy, size)
     got = float((pi * C).sum())
     if name != "full" and abs(got - target) > 1e-9 * max(target, 1e-300):
         notes.append(f"realised cost {got / C.sum():.6f} of the full cost could not be matched "
                      f"to the target {cfg.budget_ratio} (budget scale {s:.4f})")
-    cache[key] = (pi, s, notes)
+    cache[key] = (pi, info, s, notes)
     return cache[key]
+
+
+def matched_pi(name: str, pop: Population, cfg: AuditConfig, cache: dict[str, Any],
+               proxy: str | None = None, size: str | None = None
+               ) -> tuple[np.ndarray, float, list[str]]:
+    """:func:`matched_allocation` without the allocator's info: ``(pi, scale, notes)``."""
+    pi, _, s, notes = matched_allocation(name, pop, cfg, cache, proxy, size)
+    return pi, s, notes

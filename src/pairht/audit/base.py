@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from pairht.audit.population import Population
-from pairht.estimators import VARIANTS
+from pairht.estimators import VARIANTS, token_counts
 
 #: How a row's estimate is formed from its design: ``"ht"`` (weights from the design's own
 #: joint inclusions, any :data:`pairht.estimators.VARIANTS` weighting), ``"conditional_ht"``
@@ -131,14 +131,31 @@ def full_cost(pop: Population) -> float:
     return float(suffix_costs(pop).sum())
 
 
+def prefix_tokens(pop: Population) -> float:
+    """Prefix tokens of every candidate, ``sum prefix_len`` (generated before any selection)."""
+    return float(pop.prefix_len.sum())
+
+
+class TwoPhaseAccounting(TypedDict):
+    """``Plan`` keywords of a two-phase row (see :func:`two_phase_accounting`)."""
+
+    token_scale: float
+    prefix_tokens: float
+
+
+def two_phase_accounting(pop: Population) -> TwoPhaseAccounting:
+    """``Plan`` keywords of a row that generates every prefix, then selects suffixes:
+    ``token_scale`` (the full cost) and ``prefix_tokens``."""
+    return {"token_scale": full_cost(pop), "prefix_tokens": prefix_tokens(pop)}
+
+
 def whole_tokens(pop: Population) -> float:
-    """Tokens of generating every candidate whole: ``sum (prefix_len + C)`` (finished: C = 0)."""
-    return float(pop.prefix_len.sum() + full_cost(pop))
+    """Tokens of generating every candidate whole: ``sum (prefix_len + C)`` (finished: C = 0).
 
-
-def n_pairs(G: int) -> int:
-    """``M = G (G - 1) / 2``."""
-    return math.comb(G, 2)
+    :func:`pairht.estimators.token_counts` of the draw that completes every candidate.
+    """
+    every = np.ones(pop.rewards.shape, dtype=bool)
+    return token_counts(pop.prefix_len, suffix_costs(pop), every, every.astype(float)).generated
 
 
 def is_linear(weighting: str) -> bool:

@@ -32,13 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from pairht.audit.base import AuditConfig, Plan, is_linear, n_pairs, whole_tokens
+from pairht.audit.base import AuditConfig, Plan, is_linear, whole_tokens
 from pairht.audit.population import Population
 from pairht.estimators import (
     VARIANTS,
     conditional_bias,
     design_covariance,
     edge_weights,
+    n_pairs,
     pair_advantages,
     pair_gradient,
     pair_kernel,
@@ -143,15 +144,28 @@ def _variant_kwargs(weighting: str, w_max: float | None, pi: np.ndarray,
     return kwargs
 
 
+def expected_counts(plan: Plan, joint: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Per prompt, expected completed vertices ``sum_i pi_i``, observed edges
+    ``sum_{i<j} rho_ij`` and suffix tokens ``sum_i pi_i C_i`` of a vertex design, each ``(P,)``.
+    """
+    vertices = plan.pi.sum(axis=1)
+    edges = (joint.sum(axis=(1, 2)) - np.trace(joint, axis1=1, axis2=2)) / 2.0
+    return vertices, edges, expected_tokens(plan)
+
+
+def expected_tokens(plan: Plan) -> np.ndarray:
+    """Expected realised suffix tokens per prompt, ``sum_i pi_i C_i``, ``(P,)``."""
+    return (plan.pi * plan.cost).sum(axis=1)
+
+
 def vertex_row_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray,
                        cfg: AuditConfig) -> ExactMoments:
     """Exact moments of a :class:`~pairht.audit.rows.VertexRow` on every prompt."""
     joint, designs = plan.joint, plan.designs
     assert joint is not None and designs is not None  # vertex rows always plan both
     G = pop.group_size
-    vertices = plan.pi.sum(axis=1)
-    edges = (joint.sum(axis=(1, 2)) - np.trace(joint, axis1=1, axis2=2)) / 2.0
-    tokens = (plan.pi * plan.cost).sum(axis=1)
+    vertices, edges, tokens = expected_counts(plan, joint)
     P, d = L.shape[0], L.shape[2]
     bias = np.empty((P, d))
     trace = np.empty(P)
@@ -182,6 +196,32 @@ def vertex_row_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray,
     return ExactMoments(bias, trace, vertices, edges, tokens, method)
 
 
+def edge_terms(rewards: np.ndarray, L: np.ndarray, q: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    r"""Edge probabilities ``q_e`` and HT terms ``y_e = h_e / (M q_e)`` of direct edge sampling.
+
+    The one implementation of the edge-sampling coefficient ``1 / (M q_e)``; edges ``e = (i,
+    j)`` run over the upper triangle ``i < j`` in :func:`numpy.triu_indices` order, and
+    ``h`` is :func:`pairht.estimators.pair_kernel`.
+
+    Parameters
+    ----------
+    rewards : (..., G) array
+    L : (..., G, d') reduced scores
+    q : (..., G, G) edge inclusion probabilities, positive off the diagonal
+
+    Returns
+    -------
+    qe : (..., M) array
+    y : (..., M, d') array
+    """
+    G = rewards.shape[-1]
+    iu, ju = np.triu_indices(G, k=1)
+    qe = q[..., iu, ju]
+    y = pair_kernel(rewards, L)[..., iu, ju, :] / (n_pairs(G) * qe)[..., None]
+    return qe, y
+
+
 def edge_row_moments(plan: Plan, pop: Population, L: np.ndarray) -> ExactMoments:
     r"""Exact moments of direct edge sampling (independent ``I_e ~ Bernoulli(q_e)``).
 
@@ -189,20 +229,13 @@ def edge_row_moments(plan: Plan, pop: Population, L: np.ndarray) -> ExactMoments
     covariance trace ``sum_e q_e (1 - q_e) ||y_e||^2`` (independent terms). The mean is
     computed, not assumed, so the reported bias is the arithmetic's.
     """
-    G = pop.group_size
-    M = n_pairs(G)
     assert plan.q is not None  # edge rows always plan q
-    iu, ju = np.triu_indices(G, k=1)
-    h = pair_kernel(pop.rewards, L)[:, iu, ju, :]  # (P, M, d')
-    qe = plan.q[:, iu, ju]  # (P, M)
-    y = h / (M * qe)[:, :, None]
+    qe, y = edge_terms(pop.rewards, L, plan.q)
     mean = np.einsum("pe,ped->pd", qe, y)
     bias = mean - pair_gradient(pop.rewards, L)
     trace = np.einsum("pe,pe->p", qe * (1.0 - qe), np.einsum("ped,ped->pe", y, y))
-    vertices = plan.pi.sum(axis=1)
-    edges = qe.sum(axis=1)
-    tokens = (plan.pi * plan.cost).sum(axis=1)
-    return ExactMoments(bias, trace, vertices, edges, tokens, "closed form")
+    return ExactMoments(bias, trace, plan.pi.sum(axis=1), qe.sum(axis=1), expected_tokens(plan),
+                        "closed form")
 
 
 def component_size(design: Any) -> int:
@@ -247,6 +280,7 @@ def conditional_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray) ->
     g = pair_gradient(pop.rewards, L)
     bias = np.zeros((P, d))
     mse = np.zeros(P)
+    vertices, edges, tokens = expected_counts(plan, joint)
     empty = bool(getattr(row, "empty_below_two", False))
     for q in range(P):
         for w, comp, weighter in conditional_parts(designs[q], empty):
@@ -258,9 +292,6 @@ def conditional_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray) ->
             bias[q] += w * b
             mse[q] += w * (float(b @ b) + t)
     trace = np.maximum(mse - np.einsum("pd,pd->p", bias, bias), 0.0)
-    vertices = plan.pi.sum(axis=1)
-    edges = (joint.sum(axis=(1, 2)) - np.trace(joint, axis1=1, axis2=2)) / 2.0
-    tokens = (plan.pi * plan.cost).sum(axis=1)
     return ExactMoments(bias, trace, vertices, edges, tokens, "closed form (per component)")
 
 

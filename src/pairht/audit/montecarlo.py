@@ -40,16 +40,18 @@ import numba
 import numpy as np
 from scipy import stats
 
-from pairht.audit.base import Plan, is_linear, n_pairs
+from pairht.audit.base import Plan, is_linear
 from pairht.audit.exact import (
     ExactMoments,
     _variant_kwargs,
     conditional_parts,
     cosine,
+    edge_terms,
     informative,
 )
 from pairht.audit.population import Population
-from pairht.estimators import edge_weights, pair_advantages, pair_kernel
+from pairht.estimators import edge_weights, n_pairs, pair_advantages, pair_kernel
+from pairht.estimators.variants import inverse_on
 
 
 @dataclass
@@ -271,6 +273,14 @@ def pair_coefficients(rewards: np.ndarray, kwargs: dict[str, Any],
     return C
 
 
+def _vertex_draws(masks: np.ndarray, est: np.ndarray, tokens: np.ndarray, ess: np.ndarray,
+                  max_w: np.ndarray, sample_seconds: float) -> Draws:
+    """:class:`Draws` of a vertex design: ``K`` completed vertices induce ``n_pairs(K)`` edges."""
+    K = masks.sum(axis=1)
+    return Draws(est=est, vertices=K.astype(np.float64), edges=n_pairs(K).astype(np.float64),
+                 tokens=tokens, ess=ess, max_w=max_w, sample_seconds=sample_seconds)
+
+
 def draw_vertex_row(row: Any, plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,
                     rng: np.random.Generator, chunk: int = 4096) -> Draws:
     """``n`` replays of a vertex row on prompt ``q`` (see the module docstring)."""
@@ -310,24 +320,18 @@ def draw_vertex_row(row: Any, plan: Plan, pop: Population, L: np.ndarray, q: int
             ess_u[lo:lo + chunk], max_u[lo:lo + chunk] = _matrix_weight_stats(W)
         est, ess, max_w = est_u[inverse.ravel()], ess_u[inverse.ravel()], max_u[inverse.ravel()]
         tokens = _rows_times(masks.astype(np.float64), plan.cost[q][:, None])[:, 0]
-    K = masks.sum(axis=1)
-    return Draws(est=est, vertices=K.astype(np.float64),
-                 edges=(K * (K - 1) / 2).astype(np.float64), tokens=tokens,
-                 ess=ess, max_w=max_w, sample_seconds=sample_seconds)
+    return _vertex_draws(masks, est, tokens, ess, max_w, sample_seconds)
 
 
 def draw_edge_row(plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,
                   rng: np.random.Generator) -> Draws:
     """``n`` replays of direct edge sampling on prompt ``q``: ``hat g = sum_e I_e h_e/(M q_e)``."""
-    G = pop.group_size
-    M = n_pairs(G)
-    iu, ju = np.triu_indices(G, k=1)
+    iu, ju = np.triu_indices(pop.group_size, k=1)
     assert plan.q is not None  # edge rows always plan q
-    qe = plan.q[q, iu, ju]
+    qe, y = edge_terms(pop.rewards[q], L[q], plan.q[q])
     t0 = time.perf_counter()
-    take = rng.random((n, M)) < qe
+    take = rng.random((n, qe.size)) < qe
     sample_seconds = time.perf_counter() - t0
-    y = pair_kernel(pop.rewards[q], L[q])[iu, ju, :] / (M * qe)[:, None]
     est, verts, edges, tokens, ess, max_w = _edge_draws(take, iu, ju, y, 1.0 / qe,
                                                         plan.cost[q])
     return Draws(est=est, vertices=verts, edges=edges, tokens=tokens, ess=ess, max_w=max_w,
@@ -366,16 +370,12 @@ def draw_conditional_row(row: Any, plan: Plan, pop: Population, L: np.ndarray, q
         joint = weighter.joint()
         # Pairs a component never observes (joint 0) get coefficient and weight 0: its draws
         # never hold them. (The joint itself stays a valid design joint for the estimators.)
-        seen = joint > 0.0
+        seen = (joint > 0.0) & ~np.eye(joint.shape[-1], dtype=bool)
         C = pair_coefficients(r, {"weighting": "exact", "joint": joint}, observed=seen)
-        w = np.where(seen, 1.0 / np.where(seen, joint, 1.0), 0.0)  # M W_ij = 1 / rho_ij
-        np.fill_diagonal(w, 0.0)
+        w = inverse_on(joint, seen)  # M W_ij = 1 / rho_ij
         est[sel], _, ess[sel], max_w[sel] = _bilinear_draws(
             np.ascontiguousarray(masks[sel]), C, np.ascontiguousarray(L[q]), w, plan.cost[q])
-    K = masks.sum(axis=1)
-    return Draws(est=est, vertices=K.astype(np.float64),
-                 edges=(K * (K - 1) / 2).astype(np.float64), tokens=tokens,
-                 ess=ess, max_w=max_w, sample_seconds=sample_seconds)
+    return _vertex_draws(masks, est, tokens, ess, max_w, sample_seconds)
 
 
 def row_draws(row: Any, plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,

@@ -26,9 +26,19 @@ Equal realised cost
 Every row follows realised accounting (finished candidates kept for free, budget spent on
 the unfinished ones) and is compared at equal expected *realised* suffix tokens:
 ``budget_ratio`` of the full cost, reached by bisection on each rule's budget
-(:func:`pairht.audit.allocations.matched_pi`). Fixed-size rows use
+(:func:`pairht.audit.allocations.matched_allocation`). Fixed-size rows use
 :class:`~pairht.designs.MixedSize` (sizes ``n`` and ``n + 1`` mixed, exact joints), so
 their size is taken over the unfinished candidates at any budget.
+
+PAIR's default
+--------------
+The ``pair`` row is what :func:`pairht.step.plan_continuations` runs by default (the same
+allocator, :data:`pairht.step.plan.DEFAULT_SIZE` and ``DEFAULT_PROXY``, the same designs via
+:func:`pairht.step.group_design`, HT weights from the plan's joints), so the summary line
+compares PAIR's default with the best baseline. The paper's Bernoulli design is
+``pair_bernoulli`` (the weighting rows ``adaptive_unweighted``, ``marginal_only``,
+``pair_clip*``, ``pair_hajek`` use its probabilities); ``pair_cps``, ``pair_energy_cps``,
+``pair_drr`` and ``marginal_only_cps`` are the same fixed-size allocation with conditional HT.
 
 Direct edge HT: documented choice
 ---------------------------------
@@ -53,16 +63,21 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from pairht.allocation import edge_proxy
-from pairht.audit.allocations import allocator_pi, matched_pi, matched_sized_pi, sized_pair_pi
+from pairht.audit.allocations import allocator_pi, matched_allocation, matched_pi
 from pairht.audit.base import (
     AuditConfig,
     Plan,
     finished_mask,
     full_cost,
+    prefix_tokens,
     suffix_costs,
+    two_phase_accounting,
 )
 from pairht.audit.population import Population
 from pairht.designs import Bernoulli, MixedSize, make_design
+from pairht.step import group_design
+from pairht.step.embedding import fixed_base
+from pairht.step.plan import DEFAULT_PROXY, DEFAULT_SIZE
 
 #: Row groups, in table order: the trivial designs a user would try instead of PAIR are
 #: ``"baseline"`` (the summary line compares PAIR with the best of them).
@@ -88,6 +103,12 @@ class AuditRow(abc.ABC):
     #: Conditional HT only: a sample of fewer than two candidates estimates 0 (GRPO with one
     #: completion) instead of falling back to the mixture's joints.
     empty_below_two: ClassVar[bool] = False
+    #: Realised accounting: the expected realised suffix tokens equal ``budget_ratio`` times
+    #: the full cost (solved to 1e-9; tested). False for rows that buy whole rollouts (an
+    #: integer count cannot hit it; their achieved ratio is in ``tokens``) or generate all.
+    cost_matched: ClassVar[bool] = True
+    #: Finished candidates (prefix ended) are kept with probability 1 at no cost (tested).
+    keeps_finished: ClassVar[bool] = True
 
     @abc.abstractmethod
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
@@ -161,67 +182,106 @@ class VertexRow(AuditRow):
 
     Class attributes: ``allocation`` (an allocator name, see
     :mod:`pairht.audit.allocations`), ``proxy`` (edge proxy of ``pair``; ``None``: the
-    config's), ``design`` (``"bernoulli"``, a kind of :func:`pairht.designs.make_design`, or
-    ``"mixed_size:<fixed-size kind>"``), ``weighting`` and ``w_max``.
+    config's), ``size`` (``pair`` only: ``None``, the Bernoulli program; ``"auto"``, the
+    program at the two sizes neighbouring uniform SRSWOR's, mixed), ``design``
+    (``"bernoulli"``, a kind of :func:`pairht.designs.make_design`, or
+    ``"mixed_size:<fixed-size kind>"``), ``step_design`` (build each prompt's design exactly
+    as :func:`pairht.step.plan_continuations` does, :func:`pairht.step.group_design`),
+    ``weighting`` and ``w_max``.
     """
 
     allocation: ClassVar[str] = "pair"
     proxy: ClassVar[str | None] = None
     design: ClassVar[str] = "bernoulli"
-    #: ``pair`` with a fixed size: the program solved at the two neighbouring sizes of the
-    #: uniform size (:func:`pairht.audit.allocations.sized_pair_pi`), mixed; ``design`` must
-    #: then be ``"mixed_size:<kind>"``.
-    sized: ClassVar[bool] = False
+    size: ClassVar[str | None] = None
+    step_design: ClassVar[bool] = False
 
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
-        if self.sized:
-            return self._plan_sized(pop, cfg, cache)
-        pi, scale, notes = matched_pi(self.allocation, pop, cfg, cache, self.proxy)
-        key = f"seconds:{self.allocation}:{self.proxy}"
-        if key not in cache:
+        pi, info, scale, notes = matched_allocation(self.allocation, pop, cfg, cache,
+                                                    self.proxy, self.size)
+        tag = f"{self.allocation}:{self.proxy}:{self.size}"
+        if f"seconds:{tag}" not in cache:
             # What a training step pays: one allocation at the solved budget (the audit's
             # bisection to match realised cost is not part of a step).
             t0 = time.perf_counter()
-            allocator_pi(self.allocation, pop, scale, cfg, self.proxy)
-            cache[key] = time.perf_counter() - t0
-        timed = cache[key]
-        designs, joint, build_seconds = _build_designs(
-            self.design, pi, cfg, cache, f"designs:{self.allocation}:{self.proxy}:{self.design}")
+            allocator_pi(self.allocation, pop, scale, cfg, self.proxy, self.size)
+            cache[f"seconds:{tag}"] = time.perf_counter() - t0
+        timed = cache[f"seconds:{tag}"]
+        key = f"designs:{tag}:{self.design}:{self.step_design}"
+        if self.step_design:
+            designs, joint, build_seconds = _step_designs(self.design, pi, info, pop, cfg,
+                                                          cache, key)
+        elif self.size is not None:
+            designs, joint, build_seconds = _component_designs(self.design, pi, info, pop,
+                                                               cfg, cache, key)
+        else:
+            designs, joint, build_seconds = _build_designs(self.design, pi, cfg, cache, key)
         return Plan(pi=np.stack([d.pi for d in designs]), alloc_seconds=timed,
                     cost=suffix_costs(pop), build_seconds=build_seconds, designs=designs,
                     joint=joint, budget_scale=scale, notes=list(notes),
-                    token_scale=full_cost(pop), prefix_tokens=float(pop.prefix_len.sum()))
+                    **two_phase_accounting(pop))
 
 
-    def _plan_sized(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
-        p_lo, p_hi, f, scale, notes = matched_sized_pi(pop, cfg, cache, self.proxy)
-        if f"seconds:sized:{self.proxy}" not in cache:
-            t0 = time.perf_counter()  # one step's allocation (both sizes), not the bisection
-            sized_pair_pi(pop, scale, cfg, self.proxy)
-            cache[f"seconds:sized:{self.proxy}"] = time.perf_counter() - t0
-        seconds = cache[f"seconds:sized:{self.proxy}"]
-        key = f"designs:sized:{self.proxy}:{self.design}"
-        if key not in cache:
-            base = self.design.partition(":")[2] or "conditional_poisson"
-            rdr = base == "randomized_dependent_rounding"
+def _timed_designs(build: Any, n: int, cache: dict[str, Any], key: str
+                   ) -> tuple[list[Any], np.ndarray, float]:
+    """``build(q)`` for every prompt and their joints, timed after an untimed JIT warm-up."""
+    build(0).joint()
+    t0 = time.perf_counter()
+    designs = [build(q) for q in range(n)]
+    joint = np.stack([d.joint() for d in designs])
+    cache[key] = (designs, joint, time.perf_counter() - t0)
+    return cache[key]
 
-            def build(q: int) -> MixedSize:
-                kw: dict[str, Any] = {}
-                if rdr:
-                    kw = {"n_orders": cfg.n_orders,
-                          "rng": np.random.SeedSequence([cfg.seed, 7, q])}
-                return MixedSize.from_components(p_lo[q], p_hi[q], f[q], base=base, **kw)
 
-            build(0).joint()  # JIT warm-up, untimed
-            t1 = time.perf_counter()
-            designs = [build(q) for q in range(pop.n_prompts)]
-            joint = np.stack([d.joint() for d in designs])
-            cache[key] = (designs, joint, time.perf_counter() - t1)
-        designs, joint, build_seconds = cache[key]
-        return Plan(pi=np.stack([d.pi for d in designs]), alloc_seconds=seconds,
-                    cost=suffix_costs(pop), build_seconds=build_seconds, designs=designs,
-                    joint=joint, budget_scale=scale, notes=list(notes),
-                    token_scale=full_cost(pop), prefix_tokens=float(pop.prefix_len.sum()))
+def _step_designs(kind: str, pi: np.ndarray, info: dict[str, Any], pop: Population,
+                  cfg: AuditConfig, cache: dict[str, Any], key: str
+                  ) -> tuple[list[Any], np.ndarray, float]:
+    """The step's design of every prompt (:func:`pairht.step.group_design`), as
+    :func:`pairht.step.plan_continuations` builds it from the allocator's ``info``: the two
+    solved sizes mixed where the group has them, Bernoulli where a sized rule's group affords
+    no size of at least two, else ``kind`` over the unfinished candidates."""
+    if key in cache:
+        return cache[key]
+    fin = finished_mask(pop)
+    base = kind.partition(":")[2] or kind
+    fixed = np.asarray(info.get("fixed_size", np.zeros(pop.n_prompts, dtype=bool)))
+    two = fixed_base(base) is not None and "pi_lo" in info
+
+    def build(q: int) -> Any:
+        rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 7, q]))
+        if two and fixed[q]:
+            comps = (info["pi_lo"][q], info["pi_hi"][q], float(info["weight_hi"][q]))
+            return group_design(base, pi[q], fin[q], rng, components=comps)
+        group_kind = "bernoulli" if two and info.get("sized", False) else base
+        return group_design(group_kind, pi[q], fin[q], rng)
+
+    return _timed_designs(build, pop.n_prompts, cache, key)
+
+
+def _component_designs(kind: str, pi: np.ndarray, info: dict[str, Any], pop: Population,
+                       cfg: AuditConfig, cache: dict[str, Any], key: str
+                       ) -> tuple[list[Any], np.ndarray, float]:
+    """:class:`~pairht.designs.MixedSize` over all ``G`` candidates of the allocator's two
+    solved sizes (finished candidates at 1 in both), for conditional HT, which reads the
+    component a sample came from. A prompt that affords no fixed size of two (the step draws
+    it Bernoulli) gets its Bernoulli program's ``pi`` drawn by the mixture of the two
+    neighbouring sizes (``MixedSize(pi)``, as ``plan_continuations(size=None,
+    design="conditional_poisson")`` does)."""
+    if key in cache:
+        return cache[key]
+    fixed = np.asarray(info["fixed_size"], dtype=bool)
+    base = kind.partition(":")[2] or "conditional_poisson"
+
+    def build(q: int) -> MixedSize:
+        kw: dict[str, Any] = {}
+        if base == "randomized_dependent_rounding":
+            kw = {"n_orders": cfg.n_orders, "rng": np.random.SeedSequence([cfg.seed, 7, q])}
+        if not fixed[q]:
+            return MixedSize(pi[q], base=base, **kw)
+        return MixedSize.from_components(info["pi_lo"][q], info["pi_hi"][q],
+                                         float(info["weight_hi"][q]), base=base, **kw)
+
+    return _timed_designs(build, pop.n_prompts, cache, key)
 
 
 @register_row
@@ -327,7 +387,7 @@ class EdgeRow(AuditRow):
         if self.match == "cost":
             target = cfg.budget_ratio * C.sum(axis=1)
         else:
-            pair_pi, _, notes = matched_pi("pair", pop, cfg, cache)
+            pair_pi, _, notes = matched_pi("pair", pop, cfg, cache)  # Bernoulli PAIR
             # Bernoulli PAIR observes sum_{i<j} pi_i pi_j edges in expectation.
             target = (pair_pi.sum(axis=1) ** 2 - (pair_pi**2).sum(axis=1)) / 2.0
         q = edge_probabilities(a, C, floor=cfg.pi_min**2, target=target, match=self.match)
@@ -337,8 +397,7 @@ class EdgeRow(AuditRow):
         off = ~np.eye(pop.group_size, dtype=bool)
         pi = 1.0 - np.prod(np.where(off, 1.0 - q, 1.0), axis=2)
         return Plan(pi=pi, alloc_seconds=time.perf_counter() - t0, cost=C, q=q,
-                    notes=list(notes), token_scale=full_cost(pop),
-                    prefix_tokens=float(pop.prefix_len.sum()))
+                    notes=list(notes), **two_phase_accounting(pop))
 
 
 @register_row
@@ -390,7 +449,7 @@ class SmallGroupGRPO(AuditRow):
         t0 = time.perf_counter()
         C = suffix_costs(pop)
         whole = pop.prefix_len + C
-        pair_total = pop.prefix_len.sum() + cfg.budget_ratio * full_cost(pop)
+        pair_total = prefix_tokens(pop) + cfg.budget_ratio * full_cost(pop)
         ratio = float(pair_total / whole.sum())
         G = pop.group_size
         pi = np.full(pop.p_hat.shape, min(ratio, 1.0))
@@ -425,33 +484,63 @@ class MarginalOnly(VertexRow):
 
 @register_row
 class Pair(VertexRow):
-    """PAIR: convex graph allocation, Bernoulli vertices, exact HT pair weights."""
+    """PAIR's default, exactly as :func:`pairht.step.plan_continuations` runs it by default.
 
-    key, label, group, unbiased = "pair", "PAIR", "paper", True
+    The fixed-size program at the two sizes neighbouring uniform SRSWOR's (mixed; a prompt
+    that affords no size of two is Bernoulli), the step's own designs over the unfinished
+    candidates (conditional Poisson components, finished candidates kept) and exact HT
+    weights from the mixture's joints (what :func:`pairht.pair_advantages` gets from
+    ``plan.joint``).
+    """
+
+    key, label, group, unbiased = "pair", "PAIR (default: fixed size)", "paper", True
+    proxy, size = DEFAULT_PROXY, DEFAULT_SIZE
+    design, step_design = "conditional_poisson", True
+
+
+@register_row
+class PairBernoulli(VertexRow):
+    """PAIR's Bernoulli design (``size=None``): the paper's; shared by the weighting rows."""
+
+    key, label, group, unbiased = "pair_bernoulli", "PAIR, Bernoulli", "paper", True
+
+
+@register_row
+class PairDefaultLengthEnergy(VertexRow):
+    """PAIR's default design with the length-energy proxy (``proxy="length_energy"``)."""
+
+    key, label, group, unbiased = ("pair_length_energy", "PAIR (default), length-energy proxy",
+                                   "proxy", True)
+    proxy, size = "length_energy", DEFAULT_SIZE
+    design, step_design = "conditional_poisson", True
 
 
 @register_row
 class PairScoreNorm(VertexRow):
-    """PAIR with the score-norm edge proxy a_ij = d_ij (m_i + m_j)^2 / 4 (needs m_hat)."""
+    """Bernoulli PAIR with the score-norm proxy a_ij = d_ij (m_i + m_j)^2 / 4 (needs m_hat)."""
 
-    key, label, group, unbiased = "pair_score_norm", "PAIR, score-norm proxy", "proxy", True
+    key, label, group, unbiased = ("pair_score_norm", "PAIR, Bernoulli, score-norm proxy",
+                                   "proxy", True)
     proxy = "score_norm"
 
 
 @register_row
 class PairLengthEnergy(VertexRow):
-    """PAIR with the length-scaled energy proxy (m_i^2 ~ predicted total length)."""
+    """Bernoulli PAIR with the length-scaled energy proxy (m_i^2 ~ predicted total length)."""
 
-    key, label, group, unbiased = "pair_energy", "PAIR, length-energy proxy", "proxy", True
+    key, label, group, unbiased = ("pair_energy", "PAIR, Bernoulli, length-energy proxy",
+                                   "proxy", True)
     proxy = "length_energy"
 
 
 @register_row
 class PairConditionalPoisson(VertexRow):
-    """PAIR's fixed-size program at sizes n and n+1 (mixed), conditional Poisson designs."""
+    """PAIR's fixed-size program at sizes n and n+1 (mixed), conditional Poisson designs,
+    conditional HT (the weights of the size drawn; unavailable where a prompt affords no
+    size of two)."""
 
     key, label, group, unbiased = "pair_cps", "PAIR, conditional Poisson", "fixed_size", True
-    design, estimator, sized = "mixed_size:conditional_poisson", "conditional_ht", True
+    design, estimator, size = "mixed_size:conditional_poisson", "conditional_ht", "auto"
 
 
 @register_row
@@ -460,8 +549,8 @@ class PairEnergyConditionalPoisson(VertexRow):
 
     key, label, group, unbiased = ("pair_energy_cps", "PAIR, length-energy, conditional Poisson",
                                    "fixed_size", True)
-    proxy, design, estimator, sized = ("length_energy", "mixed_size:conditional_poisson",
-                                       "conditional_ht", True)
+    proxy, design, estimator, size = ("length_energy", "mixed_size:conditional_poisson",
+                                      "conditional_ht", "auto")
 
 
 @register_row
@@ -470,8 +559,8 @@ class PairDependentRounding(VertexRow):
 
     key, label, group, unbiased = ("pair_drr", "PAIR, dependent rounding (rand. order)",
                                    "fixed_size", True)
-    design, estimator, sized = ("mixed_size:randomized_dependent_rounding", "conditional_ht",
-                                True)
+    design, estimator, size = ("mixed_size:randomized_dependent_rounding", "conditional_ht",
+                               "auto")
 
 
 @register_row
@@ -479,7 +568,7 @@ class MarginalOnlyConditionalPoisson(VertexRow):
     """Marginal-only weights 1/(pi_i pi_j) on the mixed-size conditional Poisson design."""
 
     key, label, group = "marginal_only_cps", "Marginal-only, conditional Poisson", "fixed_size"
-    design, weighting, sized = "mixed_size:conditional_poisson", "marginal_only", True
+    design, weighting, size = "mixed_size:conditional_poisson", "marginal_only", "auto"
 
 
 @register_row

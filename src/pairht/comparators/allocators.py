@@ -75,7 +75,8 @@ class VIPAllocator:
     """VIP (arXiv 2602.01601): GP success prediction + exact variance-minimising group sizes.
 
     Options: ``rollout_budget`` (int; default from the token budget), ``model``
-    (``"inverse"``, ``"rloo"``, ``"dr_grpo"``), ``min_group`` (2), ``signal_var``,
+    (``"inverse"``, ``"rloo"``, ``"dr_grpo"``), ``min_group`` (2), ``min_rollouts`` (0; 2 for
+    pair positivity when finished candidates fill the minimum group), ``signal_var``,
     ``lengthscale``. Needs ``inputs.history`` (``successes``, ``trials``, optional
     ``features``).
     """
@@ -83,7 +84,8 @@ class VIPAllocator:
     name = "vip"
 
     def pi(self, inputs: StepInputsLike, *, rollout_budget: int | None = None,
-           model: str = "inverse", min_group: int = 2, signal_var: float = 1.0,
+           model: str = "inverse", min_group: int = 2, min_rollouts: int = 0,
+           signal_var: float = 1.0,
            lengthscale: float | None = None, pi_min: float = 0.08, size: Any = None,
            proxy: str = "disagreement", covariance_term: bool = True,
            ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -94,7 +96,7 @@ class VIPAllocator:
                                          lengthscale=lengthscale)
         N = rollout_budget_of(batch, rollout_budget)
         k = vip_group_sizes(p, batch.n_finished, batch.unfinished, N, model=model,  # type: ignore[arg-type]
-                            min_group=min_group)
+                            min_group=min_group, min_rollouts=min_rollouts)
         return srswor_pi(k, batch.finished), _prompt_info(batch, k, p_pred=p, rollout_budget=N)
 
 
@@ -127,7 +129,8 @@ class DUETAllocator:
     """DUET (arXiv 2605.08441), phase 1: rollouts proportional to the surrogate ``pbar(1-pbar)``.
 
     Options: ``rollout_budget``, ``min_group`` (2: each group, finished candidates included,
-    has at least two members where it can). Uses ``inputs.history`` when present,
+    has at least two members where it can), ``min_rollouts`` (0; 2 for pair positivity).
+    Uses ``inputs.history`` when present,
     else the mean ``p_hat`` of each group. The marker-gated abort (phase 2) is
     :func:`duet_abort` on the realised plan.
     """
@@ -135,7 +138,7 @@ class DUETAllocator:
     name = "duet"
 
     def pi(self, inputs: StepInputsLike, *, rollout_budget: int | None = None,
-           min_group: int = 2, pi_min: float = 0.08, size: Any = None,
+           min_group: int = 2, min_rollouts: int = 0, pi_min: float = 0.08, size: Any = None,
            proxy: str = "disagreement", covariance_term: bool = True,
            ) -> tuple[np.ndarray, dict[str, Any]]:
         _no_size(self.name, size)
@@ -147,7 +150,12 @@ class DUETAllocator:
         if isinstance(min_group, bool) or not isinstance(min_group, (int, np.integer)) \
                 or min_group < 0:
             raise ValueError(f"min_group must be an int >= 0; got {min_group!r}")
-        lower = np.minimum(batch.unfinished, np.maximum(0, min_group - batch.n_finished))
+        if isinstance(min_rollouts, bool) or not isinstance(min_rollouts, (int, np.integer)) \
+                or min_rollouts < 0:
+            raise ValueError(f"min_rollouts must be an int >= 0; got {min_rollouts!r}")
+        U = batch.unfinished
+        lower = np.maximum(np.minimum(U, np.maximum(0, min_group - batch.n_finished)),
+                           np.minimum(U, int(min_rollouts)))
         k = proportional_counts(u, batch.unfinished, N, lower=lower)
         return srswor_pi(k, batch.finished), _prompt_info(batch, k, surrogate=u,
                                                           rollout_budget=N)

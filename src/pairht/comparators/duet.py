@@ -4,7 +4,7 @@ Two levers under one shared token budget:
 
 1. **How many rollouts per prompt.** A pre-rollout surrogate of prompt informativeness,
    ``u_b = pbar_b (1 - pbar_b)`` with ``pbar_b`` the Beta(1,1) posterior mean of the history
-   (or the mean predicted ``p_hat`` of the group when no history is given), sets the number of
+   (or the mean predicted ``p_hat`` of the group for a prompt without history), sets the number of
    continuations: ``k_b`` proportional to ``u_b`` (largest-remainder rounding of
    ``N u_b / sum u``, capped at ``U_b`` and floored so that each group, finished candidates
    included, has ``min_group`` members where it can, the excess redistributed), then which
@@ -35,11 +35,15 @@ from pairht._validation import RNGLike, as_generator, check_finite
 
 def informativeness(successes: ArrayLike | None, trials: ArrayLike | None,
                     p_hat: np.ndarray) -> np.ndarray:
-    """DUET surrogate ``u_b = pbar (1 - pbar)``: history posterior mean, else mean ``p_hat``."""
+    """DUET surrogate ``u_b = pbar (1 - pbar)``: the history's posterior mean
+    ``(s_b + 1) / (t_b + 2)`` for a prompt with ``t_b > 0`` trials, else (no history, or a
+    prompt never tried) the group's mean ``p_hat``: the prefix heads know more about an unseen
+    prompt than the flat prior's 1/2."""
+    pbar = p_hat.mean(axis=1)
     if successes is not None and trials is not None:
-        pbar = (np.asarray(successes, dtype=float) + 1.0) / (np.asarray(trials, float) + 2.0)
-    else:
-        pbar = p_hat.mean(axis=1)
+        t = np.asarray(trials, dtype=float)
+        post = (np.asarray(successes, dtype=float) + 1.0) / (t + 2.0)
+        pbar = np.where(t > 0, post, pbar)
     return pbar * (1.0 - pbar)
 
 

@@ -65,6 +65,7 @@ def vip_group_sizes(
     *,
     model: VarianceModel = "inverse",
     min_group: int = 2,
+    min_rollouts: int = 0,
 ) -> np.ndarray:
     r"""Exact integer solution of VIP's program: continuations ``k_b`` per prompt.
 
@@ -81,6 +82,9 @@ def vip_group_sizes(
     min_group : int
         Minimum group size ``n_b = F_b + k_b`` (2: a group-relative advantage needs a pair);
         ``k_b^min = min(U_b, max(0, min_group - F_b))``.
+    min_rollouts : int
+        Also ``k_b >= min(U_b, min_rollouts)`` (0: VIP's rule; 2: every pair of the group can
+        be observed, which the pair-HT estimator needs to be exactly unbiased).
 
     Returns
     -------
@@ -103,7 +107,10 @@ def vip_group_sizes(
     w = w * (1.0 - w)
     F = np.asarray(n_finished, dtype=np.int64)
     U = np.asarray(n_unfinished, dtype=np.int64)
-    lower = np.minimum(U, np.maximum(0, min_group - F))
+    if isinstance(min_rollouts, bool) or not isinstance(min_rollouts, (int, np.integer)) \
+            or min_rollouts < 0:
+        raise ValueError(f"min_rollouts must be an int >= 0; got {min_rollouts!r}")
+    lower = np.maximum(np.minimum(U, np.maximum(0, min_group - F)), np.minimum(U, min_rollouts))
     width = int((U - lower).max()) if U.size else 0
     if width == 0:
         return greedy_allocation(np.zeros((U.size, 0)), lower, U, total)

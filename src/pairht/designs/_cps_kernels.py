@@ -64,29 +64,28 @@ def forward(q: np.ndarray, qc: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def first_order(q: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    """``pi_j = sum_r alpha[j, r] q[j, r]``."""
-    N, n1 = q.shape
+def _row_dots(w: np.ndarray, alpha: np.ndarray, first: int) -> np.ndarray:
+    """``out_j = sum_{r >= first} alpha[j, r] w[j, r]``."""
+    N, n1 = w.shape
     out = np.zeros(N)
     for j in range(N):
         s = 0.0
-        for r in range(1, n1):
-            s += alpha[j, r] * q[j, r]
+        for r in range(first, n1):
+            s += alpha[j, r] * w[j, r]
         out[j] = s
     return out
 
 
 @njit(cache=True)
+def first_order(q: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """``pi_j = sum_{r >= 1} alpha[j, r] q[j, r]``."""
+    return _row_dots(q, alpha, 1)
+
+
+@njit(cache=True)
 def first_order_complement(qc: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """``1 - pi_j = sum_r alpha[j, r] qc[j, r]``, accurate when ``pi_j`` is near 1."""
-    N, n1 = qc.shape
-    out = np.zeros(N)
-    for j in range(N):
-        s = 0.0
-        for r in range(n1):
-            s += alpha[j, r] * qc[j, r]
-        out[j] = s
-    return out
+    return _row_dots(qc, alpha, 0)
 
 
 @njit(cache=True)

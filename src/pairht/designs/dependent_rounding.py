@@ -109,6 +109,9 @@ class DependentRounding(Design):
         self._stretches: tuple[np.ndarray, np.ndarray] | None = None
         sched = _k.schedule(raw, self.order)
         self._kind, self._pk, self._pn, self._val, self._a_end, self._g1, self._g0 = sched
+        # the leading arguments of every exact-inclusion kernel, in their order
+        self._process = (raw, self.order, self._kind, self._pk, self._pn, self._val, self._g1,
+                         self._g0)
         # The class says "fixed size when sum(pi) is an integer"; the instance says whether it is.
         self.fixed_size = self._a_end in (0.0, 1.0)  # type: ignore[misc]
         self.n = round(float(raw.sum())) if self.fixed_size else None
@@ -123,30 +126,10 @@ class DependentRounding(Design):
                 self._stretches = (_k.stretch_products(T[1]), T[0])
             B, T1 = self._stretches
             return _k.batch_inclusion_stretches(B, T1, self._g1, rows, self._inv)
-        return _k.batch_inclusion(
-            self._raw,
-            self.order,
-            self._kind,
-            self._pk,
-            self._pn,
-            self._val,
-            self._g1,
-            self._g0,
-            rows,
-            self._inv,
-        )
+        return _k.batch_inclusion(*self._process, rows, self._inv)
 
     def _joint(self) -> np.ndarray:
-        return _k.joint_matrix(
-            self._raw,
-            self.order,
-            self._kind,
-            self._pk,
-            self._pn,
-            self._val,
-            self._g1,
-            self._g0,
-        )
+        return _k.joint_matrix(*self._process)
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         u = rng.random((size, self.n_units + 1))
@@ -166,17 +149,7 @@ class DependentRounding(Design):
         return masks[(sizes >= np.floor(total - 1e-9)) & (sizes <= np.ceil(total + 1e-9))]
 
     def _mask_probabilities(self, masks: np.ndarray) -> np.ndarray:
-        return _k.mask_probabilities(
-            self._raw,
-            self.order,
-            self._kind,
-            self._pk,
-            self._pn,
-            self._val,
-            self._g1,
-            self._g0,
-            masks,
-        )
+        return _k.mask_probabilities(*self._process, masks)
 
 
 def _check_order(order: ArrayLike | None, n_units: int) -> np.ndarray:
@@ -230,12 +203,7 @@ class RandomizedDependentRounding(Design):
 
     References
     ----------
-    Deville, J.-C. & Tillé, Y. (1998). Unequal probability sampling without replacement
-    through a splitting method. Biometrika 85(1), 89-101.
-    Srinivasan, A. (2001). Distributions on level-sets with applications to approximation
-    algorithms. Proc. 42nd IEEE FOCS, 588-597.
-    Chauvet, G. (2012). On a characterization of ordered pivotal sampling. Bernoulli 18(4),
-    1320-1340.
+    Those of :class:`DependentRounding` (Deville & Tillé 1998; Srinivasan 2001; Chauvet 2012).
 
     Examples
     --------

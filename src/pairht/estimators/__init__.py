@@ -9,8 +9,11 @@
 - :mod:`~pairht.estimators.covariance`: exact design covariance (numba) and its unbiased
   estimate.
 - :mod:`~pairht.estimators.ess`: Kish effective sample size of the edge weights.
+- :func:`~pairht.estimators.n_pairs`: the pair count ``M = G (G - 1) / 2``.
+- :mod:`~pairht.estimators.tokens`: generated tokens of a draw and its HT full-suffix cost.
 """
 
+from pairht.estimators._inputs import n_pairs
 from pairht.estimators.bias import conditional_bias, expected_edge_weights
 from pairht.estimators.covariance import DesignCovariance, design_covariance, variance_estimate
 from pairht.estimators.ess import ess
@@ -27,12 +30,14 @@ from pairht.estimators.targets import (
     pair_gradient,
     pair_kernel,
 )
+from pairht.estimators.tokens import TokenCounts, token_counts
 from pairht.estimators.variants import VARIANTS, Variant, register_variant
 
 __all__ = [
     "MAX_KERNEL_ENTRIES",
     "VARIANTS",
     "DesignCovariance",
+    "TokenCounts",
     "Variant",
     "conditional_bias",
     "design_covariance",
@@ -41,11 +46,13 @@ __all__ = [
     "expected_edge_weights",
     "group_mean_gradient",
     "loo_gradient",
+    "n_pairs",
     "pair_advantages",
     "pair_estimate",
     "pair_gradient",
     "pair_ht_gradient",
     "pair_kernel",
     "register_variant",
+    "token_counts",
     "variance_estimate",
 ]

@@ -8,7 +8,7 @@ training those responses were never completed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -26,8 +26,27 @@ SYMMETRY_ATOL = 1e-12
 FRECHET_ATOL = 1e-9
 
 
-def n_pairs(g: int) -> int:
-    """Number of unordered pairs ``M = G (G - 1) / 2``."""
+@overload
+def n_pairs(g: int) -> int: ...
+
+
+@overload
+def n_pairs(g: np.ndarray) -> np.ndarray: ...
+
+
+def n_pairs(g: int | np.ndarray) -> int | np.ndarray:
+    """Number of unordered pairs ``M = G (G - 1) / 2`` (elementwise for an integer array).
+
+    The one implementation of the count: the normaliser ``M`` of the complete-pair target
+    and the number of edges ``K (K - 1) / 2`` that ``K`` completed candidates induce.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pairht.estimators import n_pairs
+    >>> n_pairs(4), n_pairs(np.array([0, 1, 3])).tolist()
+    (6, [0, 0, 3])
+    """
     return g * (g - 1) // 2
 
 

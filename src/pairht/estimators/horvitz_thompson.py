@@ -200,6 +200,21 @@ def _masked_advantages(
     return _advantages_from_weights(zero_unobserved(r_b, msk_b, 0), w, dtype)
 
 
+def _rewards_and_weights(
+    rewards: ArrayLike,
+    mask: ArrayLike,
+    joint: ArrayLike | None,
+    weighting: str | Variant,
+    w_max: Any,
+    pi: ArrayLike | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Checked rewards (NaN allowed), mask and the variant's ``W`` of one estimator call."""
+    variant = resolve_variant(weighting)
+    r = check_rewards(rewards, finite=False)
+    msk = check_mask(mask, r.shape[-1])
+    return r, msk, _prepare_weights(msk, joint, variant, w_max, pi)
+
+
 def pair_advantages(
     rewards: ArrayLike,
     mask: ArrayLike,
@@ -249,10 +264,7 @@ def pair_advantages(
     [0.3333333333333333, 0.0, -0.3333333333333333]
     """
     dt = check_dtype(dtype)
-    variant = resolve_variant(weighting)
-    r = check_rewards(rewards, finite=False)
-    msk = check_mask(mask, r.shape[-1])
-    w = _prepare_weights(msk, joint, variant, w_max, pi)
+    r, msk, w = _rewards_and_weights(rewards, mask, joint, weighting, w_max, pi)
     batch = broadcast_batch(rewards=r.shape[:-1], mask=msk.shape[:-1], weights=w.shape[:-2])
     return _masked_advantages(r, msk, w, batch, dt)
 
@@ -296,12 +308,9 @@ def pair_estimate(
     >>> pair_estimate(r, s, [True, False, True], weighting="unweighted").tolist()
     [0.5]
     """
-    variant = resolve_variant(weighting)
-    r = check_rewards(rewards, finite=False)
+    r, msk, w = _rewards_and_weights(rewards, mask, joint, weighting, w_max, pi)
     g = r.shape[-1]
     s = check_scores(scores, g, finite=False)
-    msk = check_mask(mask, g)
-    w = _prepare_weights(msk, joint, variant, w_max, pi)
     batch = broadcast_batch(
         rewards=r.shape[:-1], scores=s.shape[:-2], mask=msk.shape[:-1], weights=w.shape[:-2]
     )

@@ -126,21 +126,15 @@ def loo_gradient(rewards: ArrayLike, scores: ArrayLike) -> np.ndarray:
 
     Parameters
     ----------
-    rewards : (..., G) array_like
-        Rewards ``r_i``, ``G >= 2``.
-    scores : (..., G, d) array_like
-        Sequence scores ``s_i``.
-
-    Returns
-    -------
-    (..., d) ndarray
+    rewards, scores
+        As in :func:`pair_gradient`; returns the ``(..., d)`` gradient.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from pairht.estimators import loo_gradient
-    >>> loo_gradient([1.0, 0.0, 0.0], np.array([[3.0], [0.0], [0.0]])).tolist()
-    [1.0]
+    >>> from pairht.estimators import loo_gradient, pair_gradient
+    >>> r, s = [1.0, 0.0, 2.0], [[3.0, 1.0], [1.0, 0.0], [0.0, 2.0]]
+    >>> bool(abs(loo_gradient(r, s) - pair_gradient(r, s)).max() < 1e-15)  # Theorem 1
+    True
     """
     r, s = _rewards_scores(rewards, scores)
     g = r.shape[-1]
@@ -156,20 +150,13 @@ def group_mean_gradient(rewards: ArrayLike, scores: ArrayLike) -> np.ndarray:
 
     Parameters
     ----------
-    rewards : (..., G) array_like
-        Rewards ``r_i``, ``G >= 2``.
-    scores : (..., G, d) array_like
-        Sequence scores ``s_i``.
-
-    Returns
-    -------
-    (..., d) ndarray
+    rewards, scores
+        As in :func:`pair_gradient`; returns the ``(..., d)`` gradient.
 
     Examples
     --------
-    >>> import numpy as np
     >>> from pairht.estimators import group_mean_gradient
-    >>> group_mean_gradient([1.0, 0.0, 0.0], np.array([[3.0], [0.0], [0.0]])).tolist()
+    >>> group_mean_gradient([1.0, 0.0, 0.0], [[3.0], [0.0], [0.0]]).tolist()  # (2/3) g_pair
     [0.6666666666666666]
     """
     r, s = _rewards_scores(rewards, scores)

@@ -127,8 +127,13 @@ def register_variant(name: str) -> Callable[[_V], _V]:
     return decorate
 
 
-def _safe_inverse(values: np.ndarray, observed: np.ndarray) -> np.ndarray:
-    """``1/values`` on observed edges, 0 elsewhere (never divides by an unobserved zero)."""
+def inverse_on(values: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """``1/values`` on observed edges, 0 elsewhere (never divides by an unobserved zero).
+
+    The one implementation of the inverse inclusion weight ``1/rho_ij`` (``1/(pi_i pi_j)``)
+    of the pair estimator; the variants below scale or clip it, and the audit's Monte Carlo
+    replay reads the relative weights ``M W_ij = 1/rho_ij`` from it.
+    """
     # reciprocal of a copy with 1 on unobserved edges, then zeroed there: three dense passes,
     # much faster than a masked ``np.divide(..., where=)``
     safe = np.where(observed, values, 1.0)
@@ -156,7 +161,7 @@ class Exact(Variant):
 
     def weights(self, observed, joint, *, w_max, pi):  # type: ignore[no-untyped-def]
         m = n_pairs(observed.shape[-1])
-        return _safe_inverse(joint, observed) / m
+        return inverse_on(joint, observed) / m
 
     def bias_multiplier(self, rho, rho_hat, *, w_max, pi):  # type: ignore[no-untyped-def]
         ratio = np.divide(rho, rho_hat, out=np.zeros_like(rho), where=rho > 0.0)
@@ -177,7 +182,7 @@ class Hajek(Variant):
     linear = False
 
     def weights(self, observed, joint, *, w_max, pi):  # type: ignore[no-untyped-def]
-        inv = _safe_inverse(joint, observed)
+        inv = inverse_on(joint, observed)
         total = inv.sum(axis=(-2, -1), keepdims=True) / 2.0  # sum over i < j
         return np.divide(inv, total, out=np.zeros_like(inv), where=total > 0.0)
 
@@ -196,7 +201,7 @@ class Clipped(Variant):
 
     def weights(self, observed, joint, *, w_max, pi):  # type: ignore[no-untyped-def]
         m = n_pairs(observed.shape[-1])
-        return np.minimum(_safe_inverse(joint, observed), w_max) / m
+        return np.minimum(inverse_on(joint, observed), w_max) / m
 
     def bias_multiplier(self, rho, rho_hat, *, w_max, pi):  # type: ignore[no-untyped-def]
         inv = np.divide(1.0, rho_hat, out=np.zeros_like(rho_hat), where=rho > 0.0)
@@ -219,7 +224,7 @@ class MarginalOnly(Variant):
     def weights(self, observed, joint, *, w_max, pi):  # type: ignore[no-untyped-def]
         m = n_pairs(observed.shape[-1])
         prod = pi[..., :, None] * pi[..., None, :]
-        return _safe_inverse(prod, observed) / m
+        return inverse_on(prod, observed) / m
 
     def bias_multiplier(self, rho, rho_hat, *, w_max, pi):  # type: ignore[no-untyped-def]
         prod = np.outer(pi, pi)

@@ -13,7 +13,7 @@ from pairht.step.allocators import (
     get_allocator,
     register_allocator,
 )
-from pairht.step.embedding import WithFinished, unfinished_design
+from pairht.step.embedding import WithFinished, unfinished_design, unfinished_mixture
 from pairht.step.inputs import StepInputs, shrink_predictions
 from pairht.step.plan import ContinuationPlan, group_design, plan_continuations, plan_metrics
 
@@ -31,4 +31,5 @@ __all__ = [
     "register_allocator",
     "shrink_predictions",
     "unfinished_design",
+    "unfinished_mixture",
 ]

@@ -16,25 +16,20 @@ accounting):
   non-integer expected size the exact mixture of the two neighbouring sizes);
 * ``"pointwise"`` -- Neyman-type ``pi_i ∝ sqrt(p_i (1 - p_i) / c_i)`` among unfinished
   (:func:`pairht.allocation.pointwise_allocation`);
-* ``"pair"`` -- PAIR's convex program (:func:`pairht.allocation.allocate`) with the finished
-  candidates fixed at 1: their edges to unfinished candidates stay in the objective.
+* ``"pair"`` -- PAIR's convex program with the finished candidates fixed at 1 (their edges
+  folded into ``b``), by default at fixed size: the two sizes neighbouring uniform SRSWOR's,
+  mixed (:mod:`pairht.step.pair_program`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from pairht.allocation._checks import check_pi_min
 from pairht.step.inputs import StepInputs
-
-#: Cost the solver sees for a finished candidate, relative to the group's mean unfinished
-#: cost: small enough that the optimum puts it at 1 (its objective gradient is negative
-#: wherever it has an edge) and that the budget it absorbs (at most this fraction of a mean
-#: suffix per finished candidate) is below the solver's own tolerance.
-FINISHED_COST = 1e-9
 
 
 @runtime_checkable
@@ -48,8 +43,61 @@ class Allocator(Protocol):
         ...
 
 
-#: name -> allocator object; the only source of allocator names.
-ALLOCATORS: dict[str, Allocator] = {}
+class AllocatorRegistry(Mapping[str, "Allocator"]):
+    """name -> allocator object: the only source of allocator names.
+
+    A read-only mapping (``name in ALLOCATORS``, ``ALLOCATORS[name]``, iteration) that is
+    complete on every read: the paper's comparators (:mod:`pairht.comparators`) are
+    registered on the first read, so that importing the step does not import them (imports
+    run one way: the comparators build on the step). Entries are added by
+    :func:`register_allocator` and removed with ``del`` (tests, examples).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, Allocator] = {}
+        self._complete = False
+
+    def _load(self) -> None:
+        if not self._complete:
+            self._complete = True  # before the import: registering reads the registry
+            try:
+                from pairht.comparators.allocators import register_comparators
+            except ImportError:  # pragma: no cover - the comparators are part of the core
+                return
+            register_comparators()
+
+    def __getitem__(self, name: str) -> Allocator:
+        self._load()
+        return self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        self._load()
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        self._load()
+        return len(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        self._load()
+        return name in self._entries
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def _add(self, name: str, inst: Allocator) -> None:
+        current = self._entries.get(name)
+        if current is not None and current is not inst:
+            raise ValueError(f"allocator name {name!r} is already registered "
+                             f"({type(current).__name__})")
+        self._entries[name] = inst
+
+    def __repr__(self) -> str:
+        return f"AllocatorRegistry({sorted(self)})"
+
+
+#: name -> allocator object; the only source of allocator names (comparators included).
+ALLOCATORS = AllocatorRegistry()
 
 
 def register_allocator(name: str) -> Callable[[Any], Any]:
@@ -78,19 +126,14 @@ def register_allocator(name: str) -> Callable[[Any], Any]:
                              f"must agree")
         if not callable(getattr(inst, "pi", None)):
             raise TypeError(f"allocator {name!r} must have a method pi(inputs, **options)")
-        if name in ALLOCATORS and ALLOCATORS[name] is not inst:
-            raise ValueError(f"allocator name {name!r} is already registered "
-                             f"({type(ALLOCATORS[name]).__name__})")
-        ALLOCATORS[name] = inst
+        ALLOCATORS._add(name, inst)
         return obj
 
     return add
 
 
 def get_allocator(name: str) -> Allocator:
-    """The allocator registered as ``name`` (the comparators are registered on first miss)."""
-    if isinstance(name, str) and name not in ALLOCATORS:
-        _load_comparators()
+    """The allocator registered as ``name`` (ValueError naming the registered ones)."""
     if not isinstance(name, str) or name not in ALLOCATORS:
         raise ValueError(f"allocator must be one of {allocator_names()}; got {name!r}")
     return ALLOCATORS[name]
@@ -98,16 +141,7 @@ def get_allocator(name: str) -> Allocator:
 
 def allocator_names() -> list[str]:
     """Every registered allocator name, the paper's comparators included (sorted)."""
-    _load_comparators()
     return sorted(ALLOCATORS)
-
-
-def _load_comparators() -> None:
-    try:
-        from pairht.comparators.allocators import register_comparators
-    except ImportError:  # pragma: no cover - the comparators are part of the core
-        return
-    register_comparators()
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -237,172 +271,58 @@ class PairAllocator:
     r"""PAIR's convex continuation program with finished candidates fixed at ``pi = 1``.
 
     Minimises ``sum_{i<j} a_ij/(pi_i pi_j) + sum_i b_i/pi_i`` over the unfinished ``pi``
-    with ``sum_u c_u pi_u <= budget`` and ``pi_min <= pi_u <= 1``; a finished ``i`` enters
-    with ``pi_i = 1``, so its edges add ``a_ij / pi_j`` for each unfinished ``j``. Solved
-    by :func:`pairht.allocation.allocate` (``fallback=True``) on the whole group, finished
-    candidates given the cost :data:`FINISHED_COST` (relative) and the budget raised by
-    what they cost at 1: the optimum puts them at 1, and their ``pi`` is then set to
-    exactly 1.
+    with ``sum_u c_u pi_u <= budget`` and ``pi_min <= pi_u <= 1``. A finished ``f`` enters
+    with ``pi_f = 1``, so its edges fold into the shared-vertex term: the program is solved
+    exactly over the unfinished candidates with ``b'_i = b_i + sum_f a_if``
+    (:mod:`pairht.step.pair_program`).
 
-    Closed form (status ``"symmetric"``, no solve): without a size, when every unfinished
-    candidate has the same ``p_hat`` and ``c_hat`` (e.g. after shrinkage with skill 0) the
-    program is invariant under permuting them and strictly convex, so its optimum is the
-    uniform ``pi_u = min(1, budget / sum_u c_u)``.
+    ``size`` (:func:`~pairht.step.plan_continuations` passes ``"auto"`` by default, PAIR's
+    default rule; called directly, the allocator solves what it is asked, ``None`` unless
+    given):
 
-    With a ``size`` (``"auto"``, or an int ``n`` of unfinished candidates to complete, clipped
-    to their number and to the largest affordable size) the program ``sum_u pi_u = n`` is
-    solved over the unfinished candidates alone (a size row over the whole group would pull
-    cheap finished candidates below 1), so their edges to finished candidates are not in that
-    objective. A group that affords no size gets the Bernoulli program.
+    * ``"auto"`` -- fixed size at any budget: the program at the two sizes ``n = floor(S)``
+      and ``n + 1`` neighbouring uniform SRSWOR's ``S = k min(1, budget / sum_u c_u)``
+      (``k`` unfinished), each at the same budget per completion, mixed with weights
+      ``1 - f`` and ``f = S - n``; ``info["pi_lo"]``, ``info["pi_hi"]``, ``info["weight_hi"]``
+      hold the components the plan draws from (``MixedSize.from_components``). A group with
+      ``S < max(2, ceil(k pi_min))`` gets the Bernoulli program and draw.
+    * an int ``n`` -- ``sum_u pi_u = n``, clipped to ``k`` and to the largest affordable size
+      (``info["size_clipped"]``); a group that affords no size gets the Bernoulli program.
+    * ``None`` -- the Bernoulli program (no size row).
 
-    Options: ``pi_min``, ``proxy``, ``covariance_term``, ``size``, ``warm_start`` ``(B, G)``,
-    ``score_norm`` ``(B, G)``, ``energy`` ``(B, G, G)``, ``tol``, ``max_iter``.
+    Closed form (status ``"symmetric"``, no solve): when the unfinished candidates are
+    exchangeable (equal ``p_hat``, ``c_hat`` and proxy inputs, e.g. after shrinkage with skill
+    0) the program is symmetric and strictly convex, so its optimum is uniform:
+    ``min(1, budget / sum_u c_u)`` (Bernoulli) or ``n / k`` (size ``n``).
+
+    Options: ``pi_min``, ``proxy`` (``"disagreement"``, ``"score_norm"``, ``"energy"``,
+    ``"length_energy"``: needs ``StepInputs.prefix_tokens``), ``covariance_term``, ``size``,
+    ``warm_start`` ``(B, G)``, ``score_norm`` ``(B, G)``, ``energy`` ``(B, G, G)``, ``tol``,
+    ``max_iter``.
     """
 
     name = "pair"
+    #: The rule has a size of its own (``size="auto"`` reaches it; see plan_continuations).
+    takes_size = True
 
     def pi(self, inputs: StepInputs, *, pi_min: float = 0.08, proxy: str = "disagreement",
            covariance_term: bool = True, size: int | str | None = None,
            warm_start: np.ndarray | None = None, **solver: Any,
            ) -> tuple[np.ndarray, dict[str, Any]]:
+        from pairht.step.pair_program import solve_pair
+
         unknown = sorted(set(solver) - {"score_norm", "energy", "tol", "max_iter"})
         if unknown:  # refused even when no group needs the solver (all closed form)
             raise TypeError(f"allocator 'pair' got unexpected options {unknown}")
         lo = check_floor(inputs, pi_min)
-        B, G = inputs.shape
-        unf, n_u = inputs.unfinished, inputs.n_unfinished
-        pi = np.ones((B, G))
-        info = _info(B, np.where(n_u == 0, "all_finished", "optimal"), inputs.budget.copy(),
-                     "bernoulli", size=np.full(B, -1, dtype=np.int64),
-                     size_clipped=np.zeros(B, dtype=bool))
-        c = inputs.c_hat
-        p = inputs.p_hat
-        same = _constant_on(p, unf) & _constant_on(c, unf)
-        closed = (n_u > 0) & same & (size is None)
-        pi[closed] = uniform_pi(inputs)[closed]
-        info["status"][closed] = "symmetric"
-        rows = np.flatnonzero((n_u > 0) & ~closed)
-        opts = dict(pi_min=lo, proxy=proxy, covariance_term=covariance_term, fallback=True,
-                    **solver)
-        if rows.size and size is None:
-            self._solve_embedded(inputs, rows, pi, info, warm_start, opts)
-        elif rows.size:
-            self._solve_sized(inputs, rows, pi, info, warm_start, size, opts)
-        info["unspent_budget"][closed] = (inputs.budget - expected_cost(inputs, pi))[closed]
-        return pi, info
-
-    @staticmethod
-    def _solve_embedded(inputs: StepInputs, rows: np.ndarray, pi: np.ndarray,
-                        info: dict[str, Any], warm_start: Any, opts: dict[str, Any]) -> None:
-        """Bernoulli program on whole groups, finished candidates at a negligible cost."""
-        from pairht.allocation import allocate
-
-        G = inputs.shape[1]
-        unf, n_u = inputs.unfinished[rows], inputs.n_unfinished[rows]
-        cu = inputs.c_hat[rows]
-        free = FINISHED_COST * cu.sum(axis=1) / n_u
-        c_solve = np.where(unf, cu, free[:, None])
-        # A budget covering every unfinished candidate covers the whole solve: pass the solve's
-        # own total then, so that rounding in the sum cannot turn pi = 1 into 1 - 1e-16.
-        covers_all = inputs.budget[rows] >= np.where(unf, cu, 0.0).sum(axis=1)
-        budget = np.where(covers_all, c_solve.sum(axis=1), inputs.budget[rows] + free * (G - n_u))
-        warm = None if warm_start is None else np.asarray(warm_start)[rows]
-        opts = _rows_of(opts, rows, None)
-        res = allocate(inputs.p_hat[rows], c_solve, budget, warm_start=warm, **opts)
-        pi[rows] = np.where(unf, res.pi, 1.0)
-        _copy_result(info, rows, res)
-        # Realised accounting: the budget minus what the unfinished candidates cost at their
-        # pi (finished ones cost nothing, whatever the solver charged them).
-        info["unspent_budget"][rows] = inputs.budget[rows] - (
-            np.where(unf, cu, 0.0) * pi[rows]).sum(axis=1)
-
-    @staticmethod
-    def _solve_sized(inputs: StepInputs, rows: np.ndarray, pi: np.ndarray,
-                     info: dict[str, Any], warm_start: Any, size: Any,
-                     opts: dict[str, Any]) -> None:
-        """Fixed-size program over the unfinished candidates of each group, by their count.
-
-        The size row ``sum_u pi_u = n`` would pull a cheap finished candidate below 1 if it
-        were in the problem, so the program is solved on the unfinished candidates alone
-        (their edges and shared-vertex terms among themselves). ``n`` is clipped to the
-        unfinished count and to the largest affordable size (``info["size_clipped"]``); a
-        group that affords no size ``>= max(2, k pi_min)`` gets the Bernoulli program (the
-        plan then mixes the two neighbouring sizes, ``info["size"] = -1``).
-        """
-        from pairht.allocation import allocate
-
+        sol = solve_pair(inputs, pi_min=lo, proxy=proxy, covariance_term=covariance_term,
+                         size=size, warm_start=warm_start, **solver)
         B = inputs.shape[0]
-        auto = isinstance(size, str) and size == "auto"
-        if not auto:
-            n = np.asarray(size)
-            if isinstance(size, (bool, np.bool_)) or n.dtype.kind not in "iu" or n.ndim > 1:
-                raise TypeError(f"size must be None, 'auto' or an int (unfinished candidates "
-                                f"to complete); got {size!r}")
-            n = np.broadcast_to(n, (B,))
-        from pairht.allocation.sizes import largest_affordable_size
-
-        n_u = inputs.n_unfinished
-        single = rows[n_u[rows] == 1]  # one unfinished candidate: the uniform rule
-        pi[single] = uniform_pi(inputs)[single]
-        unsized: list[np.ndarray] = []
-        for k in np.unique(n_u[rows][n_u[rows] >= 2]):
-            sub = rows[n_u[rows] == k]
-            unf = inputs.unfinished[sub]
-            p = inputs.p_hat[sub][unf].reshape(-1, k)
-            c = inputs.c_hat[sub][unf].reshape(-1, k)
-            budget = inputs.budget[sub]
-            # A size is affordable up to n_max; below max(2, k pi_min) no size is (the
-            # allocation's own rule), and such groups take the Bernoulli program instead.
-            n_max = largest_affordable_size(c, budget, opts["pi_min"])
-            lower = max(2, int(np.ceil(k * opts["pi_min"] - 1e-12)))
-            want = np.full(len(sub), k) if auto else np.minimum(n[sub], k)
-            n_eff = np.minimum(want, n_max)
-            ok = n_eff >= lower
-            info["size_clipped"][sub] = (n_eff < want) & (not auto)
-            unsized.append(sub[~ok])
-            if not ok.any():
-                continue
-            sub, unf, p, c, budget = sub[ok], unf[ok], p[ok], c[ok], budget[ok]
-            warm = None if warm_start is None else np.asarray(warm_start)[sub][unf].reshape(-1, k)
-            res = allocate(p, c, budget, warm_start=warm,
-                           size="auto" if auto else n_eff[ok], **_rows_of(opts, sub, unf))
-            block = pi[sub]
-            block[unf] = res.pi.reshape(-1)
-            pi[sub] = block
-            _copy_result(info, sub, res)
-            info["size"][sub] = np.asarray(res.size)
-            solver_unspent = getattr(res, "unspent_budget", None)
-            if solver_unspent is None:
-                solver_unspent = budget - np.asarray(res.expected_cost)
-            info["unspent_budget"][sub] = np.asarray(solver_unspent)
-        rest = np.concatenate(unsized) if unsized else np.zeros(0, dtype=np.int64)
-        if rest.size:
-            PairAllocator._solve_embedded(inputs, rest, pi, info, warm_start, opts)
-        info["unspent_budget"][single] = (inputs.budget - expected_cost(inputs, pi))[single]
-
-
-def _rows_of(opts: dict[str, Any], rows: np.ndarray, unf: np.ndarray | None) -> dict[str, Any]:
-    """Solver options with the per-candidate proxy inputs cut to ``rows`` (and, for the
-    sized route, to their unfinished candidates)."""
-    out = dict(opts)
-    if out.get("score_norm") is not None:
-        m = np.asarray(out["score_norm"], dtype=np.float64)[rows]
-        out["score_norm"] = m if unf is None else m[unf].reshape(len(rows), -1)
-    if out.get("energy") is not None:
-        e = np.asarray(out["energy"], dtype=np.float64)[rows]
-        if unf is not None:
-            e = np.stack([e[r][np.ix_(unf[r], unf[r])] for r in range(len(rows))])
-        out["energy"] = e
-    return out
-
-
-def _copy_result(info: dict[str, Any], rows: np.ndarray, res: Any) -> None:
-    for key in ("status", "converged", "kkt_residual", "fallback_used"):
-        info[key][rows] = np.asarray(getattr(res, key))
-
-
-def _constant_on(x: np.ndarray, where: np.ndarray) -> np.ndarray:
-    """``(B,)`` whether ``x`` takes one value on ``where`` (exact equality, as after shrink)."""
-    hi = np.where(where, x, -np.inf).max(axis=1)
-    lo = np.where(where, x, np.inf).min(axis=1)
-    return hi == lo
+        info = _info(B, sol.status, inputs.budget - expected_cost(inputs, sol.pi),
+                     "bernoulli" if size is None else "conditional_poisson",
+                     size=sol.size, size_clipped=sol.size_clipped, pi_lo=sol.pi_lo,
+                     pi_hi=sol.pi_hi, weight_hi=sol.weight_hi, fixed_size=sol.fixed_size,
+                     sized=size is not None)
+        for key in ("converged", "kkt_residual", "fallback_used"):
+            info[key] = getattr(sol, key)
+        return sol.pi, info

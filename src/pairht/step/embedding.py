@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike
 
 from pairht._validation import RNGLike, as_generator
 from pairht.designs import Bernoulli, Design, MixedSize
+from pairht.designs.mixed_size import BASE_KINDS
 from pairht.designs.registry import DESIGNS, step_design_kind
 
 
@@ -106,6 +107,11 @@ class WithFinished(Design):
         return out, probs
 
 
+#: Expected size over the unfinished candidates below which a fixed-size kind is drawn as
+#: Bernoulli (see :func:`unfinished_design`).
+MIN_FIXED_SIZE = 2.0
+
+
 def unfinished_design(kind: str, pi_u: ArrayLike, rng: RNGLike = None,
                       **kwargs: Any) -> Design:
     r"""The design named ``kind`` over the unfinished candidates, at any ``sum(pi_u)``.
@@ -114,20 +120,27 @@ def unfinished_design(kind: str, pi_u: ArrayLike, rng: RNGLike = None,
     ``"dependent_rounding"`` is its randomised-order mixture). A fixed-size kind takes its
     size over the unfinished candidates: it is built as :class:`~pairht.designs.MixedSize`
     with that base, which is the base design itself when ``sum(pi_u)`` is an integer and the
-    exact mixture of the two neighbouring sizes otherwise. A single unfinished candidate has
-    one design, Bernoulli. Designs whose constructor takes ``rng`` (random orders) get it.
+    exact mixture of the two neighbouring sizes otherwise. Below an expected size of two
+    (``sum(pi_u) < 2``) a fixed-size kind is drawn as Bernoulli with the same ``pi_u``: sizes
+    0 and 1 never observe a pair of unfinished candidates (``rho_ij = 0``, so the pair-HT
+    estimator would be biased), and sizes 1 and 2 observe one only in the rare size-2 draws;
+    it is PAIR's own rule (:func:`pairht.step.pair_program.solve_pair`). A single unfinished
+    candidate has one design, Bernoulli. Designs whose constructor takes ``rng`` (random
+    orders) get it.
 
     Examples
     --------
-    >>> d = unfinished_design("conditional_poisson", [0.5, 0.5, 0.5])  # size 1 or 2
+    >>> d = unfinished_design("conditional_poisson", [0.5, 0.5, 0.5, 0.5, 0.5])  # size 2 or 3
     >>> d.sizes, d.weights
-    ((1, 2), (0.5, 0.5))
+    ((2, 3), (0.5, 0.5))
+    >>> unfinished_design("conditional_poisson", [0.5, 0.5, 0.5]).name  # expected size 1.5
+    'bernoulli'
     """
     name = step_design_kind(kind)
     pi = np.asarray(pi_u, dtype=np.float64)
-    if pi.size == 1:
-        return Bernoulli(pi)
     cls = DESIGNS[name]
+    if pi.size == 1 or (cls.fixed_size and pi.sum() < MIN_FIXED_SIZE):
+        return Bernoulli(pi)
     extra = dict(kwargs)
     if cls.fixed_size:
         if _takes_rng(cls):
@@ -136,6 +149,52 @@ def unfinished_design(kind: str, pi_u: ArrayLike, rng: RNGLike = None,
     if _takes_rng(cls):
         extra.setdefault("rng", as_generator(rng))
     return cls(pi, **extra)
+
+
+def fixed_base(kind: str) -> str | None:
+    """The fixed-size design ``kind`` draws (a key of :data:`pairht.designs.mixed_size.BASE_KINDS`),
+    or ``None`` for a design of random size. ``"mixed_size"`` is conditional Poisson's mixture.
+
+    Examples
+    --------
+    >>> fixed_base("mixed_size"), fixed_base("dependent_rounding"), fixed_base("bernoulli")
+    ('conditional_poisson', 'randomized_dependent_rounding', None)
+    """
+    name = step_design_kind(kind)
+    if name == MixedSize.name:
+        return "conditional_poisson"
+    return name if name in BASE_KINDS else None
+
+
+def unfinished_mixture(kind: str, pi_lo: ArrayLike, pi_hi: ArrayLike, weight_hi: float,
+                       rng: RNGLike = None, **kwargs: Any) -> Design:
+    r"""The fixed-size ``kind`` at sizes ``n`` (``pi_lo``) and ``n + 1`` (``pi_hi``), mixed.
+
+    The draw is size ``n + 1`` with probability ``f = weight_hi``; every inclusion
+    probability is ``(1 - f) pi^lo_S + f pi^hi_S`` exactly
+    (:meth:`pairht.designs.MixedSize.from_components`), so ``pi = (1 - f) pi_lo + f pi_hi``.
+    PAIR's two solved sizes (:mod:`pairht.step.pair_program`) are drawn this way. A single
+    unfinished candidate is Bernoulli(``pi``).
+
+    Examples
+    --------
+    >>> d = unfinished_mixture("conditional_poisson", [0.5] * 4, [0.75] * 4, 0.5)
+    >>> d.sizes, d.pi.tolist()
+    ((2, 3), [0.625, 0.625, 0.625, 0.625])
+    """
+    base = fixed_base(kind)
+    if base is None:
+        raise ValueError(f"kind must be a fixed-size design {sorted(BASE_KINDS)} (or "
+                         f"'mixed_size'); got {kind!r}")
+    lo = np.asarray(pi_lo, dtype=np.float64)
+    hi = np.asarray(pi_hi, dtype=np.float64)
+    f = float(weight_hi)
+    if lo.size == 1:
+        return Bernoulli((1.0 - f) * lo + f * hi)
+    extra = dict(kwargs)
+    if _takes_rng(BASE_KINDS[base]):
+        extra.setdefault("rng", as_generator(rng))
+    return MixedSize.from_components(lo, hi, f, base=base, **extra)
 
 
 def _takes_rng(cls: type) -> bool:

@@ -22,9 +22,16 @@ from pairht._validation import RNGLike, as_generator
 from pairht.designs import Design
 from pairht.designs.anchored import AnchoredPair
 from pairht.designs.registry import step_design_kind
+from pairht.estimators import n_pairs
 from pairht.step.allocators import expected_cost, get_allocator
-from pairht.step.embedding import WithFinished, unfinished_design
+from pairht.step.embedding import WithFinished, fixed_base, unfinished_design, unfinished_mixture
 from pairht.step.inputs import StepInputs, shrink_predictions
+
+#: PAIR's default rule (issue 14, chosen by the audit at equal realised cost; docs/step.md):
+#: the fixed-size program at the two sizes neighbouring uniform SRSWOR's, mixed, with the
+#: disagreement proxy; the audit's ``pair`` row reads these.
+DEFAULT_SIZE = "auto"
+DEFAULT_PROXY = "disagreement"
 
 
 @dataclass
@@ -79,8 +86,8 @@ def plan_continuations(
     design: str | None = None,
     rng: RNGLike,
     pi_min: float = 0.08,
-    size: int | str | None = None,
-    proxy: str = "disagreement",
+    size: int | str | None = DEFAULT_SIZE,
+    proxy: str = DEFAULT_PROXY,
     covariance_term: bool = True,
     anchor_pair: bool = False,
     skill_success: float = 1.0,
@@ -94,12 +101,18 @@ def plan_continuations(
        among the unfinished candidates).
     2. ``pi = allocator.pi(inputs)`` (:data:`~pairht.step.ALLOCATORS`), realised accounting:
        finished candidates ``pi = 1`` at no cost, ``sum_{i unfinished} c_i pi_i <= budget``.
-    3. Per prompt, the design over the *unfinished* candidates
-       (:func:`~pairht.step.embedding.unfinished_design`: a fixed-size kind takes its size
-       over them, mixing the two neighbouring sizes at a non-integer expected size), embedded
-       with the finished ones always in (:class:`~pairht.step.embedding.WithFinished`:
-       ``rho_ij = pi_j`` for finished ``i``); optionally a uniformly drawn anchor pair
-       (:class:`~pairht.designs.anchored.AnchoredPair`) over the ``G`` candidates.
+       The default, ``"pair"`` at ``size="auto"``, solves PAIR's program at the two sizes
+       neighbouring uniform SRSWOR's expected size over the unfinished candidates
+       (:class:`~pairht.step.allocators.PairAllocator`).
+    3. Per prompt, the design over the *unfinished* candidates, embedded with the finished
+       ones always in (:class:`~pairht.step.embedding.WithFinished`: ``rho_ij = pi_j`` for
+       finished ``i``): where the allocator solved two sizes, the exact mixture of its two
+       components (:func:`~pairht.step.embedding.unfinished_mixture`); otherwise ``design``
+       over them (:func:`~pairht.step.embedding.unfinished_design`: a fixed-size kind takes
+       its size over them, mixing the two neighbouring sizes at a non-integer expected size);
+       a group of a sized rule that affords no size of at least two is drawn Bernoulli.
+       Optionally a uniformly drawn anchor pair (:class:`~pairht.designs.anchored.AnchoredPair`)
+       over the ``G`` candidates.
     4. ``selected ~ design`` with ``rng``; ``joint = design.joint()`` (exact).
 
     Parameters
@@ -111,15 +124,20 @@ def plan_continuations(
     design : str, optional
         A design registry name (:data:`pairht.designs.DESIGNS` or
         :data:`~pairht.designs.registry.STEP_ALIASES`); ``None``: the allocator's own
-        (``"srswor"``: fixed-size uniform) or ``"bernoulli"``.
+        (``"pair"`` with a size and ``"srswor"``: conditional Poisson over the unfinished
+        candidates; ``"pair"`` with ``size=None``: Bernoulli).
     rng : int, numpy.random.Generator or None
         The only source of randomness (random orders, the draw, the anchor).
     pi_min : float
         Floor of every unfinished candidate's ``pi`` (positivity), in (0, 1].
-    size : None, "auto" or int
-        ``"pair"`` only: solve with ``sum_{unfinished} pi = n`` (an int: ``n`` per prompt,
-        clipped to the unfinished count; ``"auto"``: the best affordable size). ``None``
-        with a fixed-size design: the mixture of the two neighbouring sizes.
+    size : "auto" (default), None or int
+        ``"auto"``: each rule's own size; for ``"pair"`` the fixed-size program at the two
+        sizes neighbouring ``S = k min(1, budget / sum_u c_u)`` (``k`` unfinished), mixed
+        (PAIR's default; with a ``design`` that is not fixed-size, the Bernoulli program).
+        ``None``: ``"pair"``'s Bernoulli program (with a fixed-size ``design``, its ``pi``
+        drawn by the mixture of the two neighbouring sizes). An int ``n``: ``"pair"`` with
+        ``sum_{unfinished} pi = n`` per prompt, clipped to the unfinished count and to the
+        largest affordable size. Rules without a size refuse an int.
     proxy, covariance_term
         ``"pair"``'s edge proxy and shared-vertex term (:func:`pairht.allocation.allocate`).
     anchor_pair : bool
@@ -145,6 +163,8 @@ def plan_continuations(
     (np.float64(1.0), True)
     >>> round(plan.metrics["expected_suffix_cost"], 6), plan.metrics["budget"]
     (400.0, 400.0)
+    >>> plan.info["fixed_size"].tolist()  # 3 unfinished: S = 1.5 < 2, no fixed size, Bernoulli
+    [False]
     """
     if not isinstance(inputs, StepInputs):
         raise TypeError(f"inputs must be a pairht.step.StepInputs; got {type(inputs).__name__}")
@@ -153,8 +173,13 @@ def plan_continuations(
     alloc = get_allocator(allocator)
     gen = as_generator(rng)
     used = shrink_predictions(inputs, skill_success, skill_cost)
-    pi_alloc, info = alloc.pi(used, pi_min=pi_min, size=size, proxy=proxy,
-                              covariance_term=covariance_term, **allocator_options)
+    sized = getattr(alloc, "takes_size", False)
+    if isinstance(size, str) and size == "auto" and design is not None and sized and \
+            fixed_base(step_design_kind(design)) is None:
+        size = None  # "auto" with a design of random size: the program of that design
+    size_opt = {"size": size} if sized or not (isinstance(size, str) and size == "auto") else {}
+    pi_alloc, info = alloc.pi(used, pi_min=pi_min, proxy=proxy,
+                              covariance_term=covariance_term, **size_opt, **allocator_options)
     pi_alloc = _check_allocator_pi(allocator, pi_alloc, used)
     kind = step_design_kind(design if design is not None else
                             str(info.get("design", "bernoulli")))
@@ -162,8 +187,17 @@ def plan_continuations(
     pi = np.empty((B, G))
     joint = np.empty((B, G, G))
     selected = np.empty((B, G), dtype=bool)
+    fixed = np.asarray(info.get("fixed_size", np.zeros(B, dtype=bool)), dtype=bool)
+    two_sizes = fixed_base(kind) is not None and "pi_lo" in info
     for b in range(B):
-        d = group_design(kind, pi_alloc[b], used.finished[b], gen, anchor_pair=bool(anchor_pair))
+        comps = None
+        group_kind = kind
+        if two_sizes and fixed[b]:
+            comps = (info["pi_lo"][b], info["pi_hi"][b], float(info["weight_hi"][b]))
+        elif two_sizes and info.get("sized", False):
+            group_kind = "bernoulli"  # a sized rule's group that affords no size >= 2
+        d = group_design(group_kind, pi_alloc[b], used.finished[b], gen,
+                         anchor_pair=bool(anchor_pair), components=comps)
         pi[b] = d.pi
         joint[b] = d.joint()
         selected[b] = d.sample(gen)
@@ -177,12 +211,21 @@ def plan_continuations(
 
 
 def group_design(kind: str, pi: np.ndarray, finished: np.ndarray, rng: RNGLike = None,
-                 anchor_pair: bool = False) -> Design:
+                 anchor_pair: bool = False,
+                 components: tuple[np.ndarray, np.ndarray, float] | None = None) -> Design:
     """One group's design over its ``G`` candidates: ``kind`` over the unfinished ones,
-    finished ones always in, optionally an anchor pair (see :func:`plan_continuations`)."""
+    finished ones always in, optionally an anchor pair (see :func:`plan_continuations`).
+
+    ``components`` ``(pi_lo, pi_hi, weight_hi)`` (over the ``G`` candidates, finished 1):
+    the fixed-size ``kind`` at sizes ``n`` and ``n + 1`` with these marginals, mixed
+    (:func:`~pairht.step.embedding.unfinished_mixture`); ``pi`` is then their mixture."""
     fin = np.asarray(finished, dtype=bool)
     unf = ~fin
-    base = unfinished_design(kind, pi[unf], rng) if unf.any() else None
+    if components is not None and unf.any():
+        lo, hi, f = components
+        base: Design | None = unfinished_mixture(kind, lo[unf], hi[unf], f, rng)
+    else:
+        base = unfinished_design(kind, pi[unf], rng) if unf.any() else None
     design: Design = WithFinished(base, fin)
     if anchor_pair:
         design = AnchoredPair(design)
@@ -247,7 +290,7 @@ def plan_metrics(plan: ContinuationPlan, skill_success: float = 1.0,
         "completed_vertices": float(pi.sum(axis=1).mean()),
         "selected": float(k.mean()),
         "expected_edges": float(pairs.sum(axis=1).mean()),
-        "observed_edges": float((k * (k - 1) / 2).mean()),
+        "observed_edges": float(n_pairs(k).mean()),
         "min_joint": float(pairs.min()),
         "max_weight": float((1.0 / pairs[obs]).max()) if obs.any() else 0.0,
         "ess": float(np.mean(ess(weights))),

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
-    return demo.run_comparison(steps=STEPS, seed=0, out_dir=out, progress=False)
+    return demo.run_comparison(steps=STEPS, seed=0, out_dir=out, progress=False, task="toy")
 
 
 def test_writes_table_json_and_plot(result):

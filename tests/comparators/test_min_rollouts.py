@@ -1,0 +1,56 @@
+"""``min_rollouts`` of VIP and DUET (as HORA's): at least ``min(U_b, m)`` continuations per
+prompt even when finished candidates already fill ``min_group``, so every pair is observable
+(``rho_ij > 0``) and the pair-HT estimator is exactly unbiased."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from pairht.comparators import COMPARATORS, vip_group_sizes
+
+
+def _inputs():
+    fin = np.array([[True, True, False, False, False],
+                    [False, False, False, False, False],
+                    [True, True, True, False, False]])
+    return SimpleNamespace(p_hat=np.array([[0.9] * 5, [0.5] * 5, [0.99] * 5]),
+                           c_hat=np.full((3, 5), 10.0), finished=fin,
+                           budget=np.full(3, 15.0),
+                           history={"successes": np.array([9.0, 4.0, 10.0]),
+                                    "trials": np.array([10.0, 8.0, 10.0])})
+
+
+@pytest.mark.parametrize("name", ["vip", "duet"])
+def test_min_rollouts_two_gives_every_prompt_a_pair_of_continuations(name):
+    inp = _inputs()
+    U = (~inp.finished).sum(axis=1)
+    _, base = COMPARATORS[name].pi(inp, rollout_budget=6)
+    # without it the finished pairs fill min_group = 2: some prompt gets k < min(2, U)
+    assert np.any(base["k"] < np.minimum(2, U))
+    assert not base["all_pairs_positive"].all()
+    _, info = COMPARATORS[name].pi(inp, rollout_budget=6, min_rollouts=2)
+    assert np.all(info["k"] >= np.minimum(2, U))
+    assert info["all_pairs_positive"].all()
+    assert info["k"].sum() == 6
+
+
+def test_vip_min_rollouts_is_the_exact_optimum_over_the_raised_floor():
+    """Brute force over every allocation with k_b >= min(U_b, 2) and sum k = N."""
+    p = np.array([0.5, 0.9, 0.2])
+    F, U, N = np.array([2, 0, 1]), np.array([3, 4, 3]), 7
+    k = vip_group_sizes(p, F, U, N, min_rollouts=2)
+    w = p * (1 - p)
+    best, arg = np.inf, None
+    for a in range(2, 4):
+        for b in range(2, 5):
+            c = N - a - b
+            if 2 <= c <= 3:
+                v = (w / (F + np.array([a, b, c]))).sum()
+                if v < best - 1e-15:
+                    best, arg = v, [a, b, c]
+    assert k.tolist() == arg
+    with pytest.raises(ValueError, match="min_rollouts must be an int >= 0"):
+        vip_group_sizes(p, F, U, N, min_rollouts=-1)

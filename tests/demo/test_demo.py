@@ -1,0 +1,162 @@
+"""``pairht demo`` (pairht_demo.demo): the verdict, the time split and the cost cuts it relies on.
+
+The fast tests check the pieces with exact expectations (the first-reach rule, the printed
+verdict and split from hand-made results, the BLAS thread switch); the slow one runs a short
+comparison on the chain task (the demo's default) and checks that both runs report a per-step
+split whose phases add up and that the table prints the verdict and the split.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("trl")
+
+from pairht_demo import demo
+from pairht_trl.timing import PHASES
+
+
+def _record(name, curve, wall, split=None) -> demo.MethodResult:
+    r = demo.MethodResult(name, curve[-1][0], curve[-1][2], curve[0][2], 0, curve[-1][1],
+                          wall[-1])
+    r.curve, r.wall = list(curve), list(wall)
+    r.time_split = split or {}
+    return r
+
+
+def test_reach_is_the_first_evaluation_at_or_above_the_target():
+    r = _record("pair", [(0, 0, 0.5), (5, 100, 0.6), (10, 200, 0.7), (15, 300, 0.65)],
+                [0.0, 1.0, 2.0, 3.0])
+    assert demo.reach(r, 0.6) == (5, 100, 1.0)  # equality counts as reached
+    assert demo.reach(r, 0.65) == (10, 200, 2.0)  # the first point, not the last
+    assert demo.reach(r, 0.5) == (0, 0, 0.0)
+    assert demo.reach(r, 0.71) is None
+
+
+def _split(**phases: float) -> dict[str, float]:
+    out = {**dict.fromkeys(PHASES, 0.0), **phases}
+    out["total"] = sum(out.values())
+    return out
+
+
+def _comparison(pair_curve, pair_wall) -> demo.ComparisonResult:
+    g = _record("grpo", [(0, 0, 0.5), (10, 1000, 0.75)], [0.0, 10.0],
+                _split(generation=0.5, update=0.5))
+    p = _record("pair", pair_curve, pair_wall,
+                _split(prefix=0.1, continuation=0.2, heads=0.05, update=0.25))
+    p.prefix_tokens, p.suffix_tokens = 200, p.curve[-1][1] - 200
+    p.full_suffix_ht = 2.0 * p.suffix_tokens
+    settings = dict(task="chain", steps=10, budget_ratio=0.5, kernel_load_seconds=0.5,
+                    eval="held-out success", match_tokens=False)
+    return demo.ComparisonResult({"grpo": g, "pair": p}, Path("."), Path("t.txt"), None,
+                                 settings)
+
+
+def test_printed_verdict_names_tokens_and_seconds_to_grpo_final_reward():
+    from rich.console import Console
+
+    res = _comparison([(0, 0, 0.5), (5, 300, 0.7), (10, 600, 0.8)], [0.0, 3.0, 6.0])
+    text = demo._print_table(res, Console(file=io.StringIO(), width=200))
+    flat = " ".join(text.split())
+    assert "GRPO: 10 steps, 1,000 tokens, 10.0 s, final held-out reward 0.750" in flat
+    assert "PAIR: 10 steps, 600 tokens, 6.0 s, final held-out reward 0.800" in flat
+    assert ("PAIR first reached GRPO's final held-out reward (0.750) at step 10: 600 tokens "
+            "(0.60x GRPO's) and 6.0 s (0.60x GRPO's)") in flat
+    # the split: GRPO's step 1.0 s, PAIR's 0.6 s
+    assert "PAIR's step took 600 ms against GRPO's 1000 ms (0.60x) for 0.60x" in flat
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Per-step wall-clock"))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].strip())
+    rows = {line.split()[0]: line.split() for line in lines[start + 2:end]}
+    assert rows["update"][1:] == ["500.0", "50.0%", "250.0", "41.7%"]
+    assert rows["total"][1:] == ["1000.0", "100.0%", "600.0", "100.0%"]
+    # generation 0.3 s vs 0.5 s (0.60x) at 0.60x the tokens; update 0.50x
+    assert "its generation time fell with its tokens" in flat
+    assert "does not shrink" not in flat
+
+
+def test_explanation_names_latency_bound_decoding_and_the_full_update_when_measured():
+    g = _split(generation=0.5, update=0.5)
+    p = _split(prefix=0.1, continuation=0.35, heads=0.05, update=0.45)
+    text = " ".join(demo._explain(g, p, 0.6).split())
+    assert "(450 ms in all, 0.90x GRPO's): a decode step of a tiny model" in text
+    assert "its generation time fell less than its tokens" in text
+    assert "(0.90x; TRL's loss runs" in text and "does not shrink with the tokens" in text
+
+
+def test_printed_verdict_says_so_when_pair_never_reaches_grpo():
+    from rich.console import Console
+
+    res = _comparison([(0, 0, 0.5), (10, 600, 0.7)], [0.0, 6.0])
+    text = demo._print_table(res, Console(file=io.StringIO(), width=200))
+    flat = " ".join(text.split())
+    assert ("PAIR did not reach GRPO's final held-out reward (0.750) at any evaluation "
+            "(best 0.700)") in flat
+
+
+def test_single_blas_thread_sets_and_restores_the_blas_pools():
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> list[int]:
+        return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+    before = blas_threads()
+    assert before, "numpy loaded no BLAS library threadpoolctl can see"
+    with demo.single_blas_thread():
+        assert blas_threads() == [1] * len(before)
+        # numpy still computes (and exactly the same way) on one thread
+        a = np.arange(64.0).reshape(8, 8)
+        assert (a @ a.T)[0, 0] == float(np.dot(np.arange(8.0), np.arange(8.0)))
+    assert blas_threads() == before
+
+
+def test_warm_kernels_runs_the_step_and_returns_its_seconds():
+    seconds = demo.warm_kernels()
+    assert math.isfinite(seconds) and seconds > 0
+
+
+def test_bad_task_is_refused_naming_the_choices():
+    with pytest.raises(ValueError, match=r"task must be one of \['chain', 'toy'\]"):
+        demo.run_comparison(task="nope")
+
+
+@pytest.mark.slow
+def test_short_chain_comparison_matches_tokens_and_reports_a_split_that_adds_up(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("PAIRHT_CACHE", str(tmp_path / "cache"))
+    out = io.StringIO()
+    from rich.console import Console
+
+    res = demo.run_comparison(steps=3, warmup_steps=20, prompts_per_step=4, out_dir=tmp_path,
+                              match_tokens=True, plot=False, progress=False,
+                              console=Console(file=out, width=200))
+    assert res.settings["task"] == "chain" and res.settings["tau"] == 8
+    for r in res.results.values():
+        split = r.time_split
+        assert split["total"] > 0
+        assert sum(split[k] for k in PHASES) == pytest.approx(split["total"], rel=1e-9)
+    g, p = res.results["grpo"].time_split, res.results["pair"].time_split
+    assert g["generation"] > 0 and g["prefix"] == 0 and g["continuation"] == 0
+    assert p["prefix"] > 0 and p["continuation"] > 0 and p["heads"] > 0
+    assert p["allocation"] > 0
+    text = " ".join(out.getvalue().split())
+    assert "Per-step wall-clock split" in text and "GRPO: 3 steps" in text
+    assert f"PAIR: {res.results['pair'].steps} steps" in text
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["results"]["pair"]["time_split"]["total"] == p["total"]
+    # PAIR trained until it had generated GRPO's tokens (evaluated every step here), at most
+    # 2 x 3 steps: the step before the last had not reached them yet.
+    grpo, pair = res.results["grpo"], res.results["pair"]
+    assert grpo.steps == 3 and 3 < pair.steps <= 6
+    tokens = [c[1] for c in pair.curve]
+    assert [c[0] for c in pair.curve] == list(range(pair.steps + 1))
+    assert tokens[-2] < grpo.generated_tokens
+    assert tokens[-1] >= grpo.generated_tokens or pair.steps == 6
+    assert tokens[-1] == pair.generated_tokens
