@@ -80,7 +80,7 @@ bench: $(STAMP)
 
 # The real-engine benchmark runs in the vLLM environment.
 bench-vllm: $(VLLM_STAMP)
-	$(VLLM_RUN) $(VLLM_ENV)/bin/python benchmarks/bench_vllm_two_phase.py
+	$(VLLM_RUN) $(VLLM_ENV)/bin/python benchmarks/bench_vllm_two_phase.py --quick
 
 docs: $(STAMP)
 	$(PY) -m pip install -q -e '.[docs]'

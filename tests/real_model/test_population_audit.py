@@ -41,6 +41,21 @@ def test_committed_population_is_a_real_model_population_with_finished_flags(pat
     )
 
 
+@pytest.mark.parametrize("tau", [8, 32])
+def test_small_population_is_the_first_prompts_of_the_full_one(tau):
+    """The CI copy is a prefix of the committed population (same prompts, same heads), and the
+    full one holds every prompt its configuration names."""
+    full = load_population(os.path.join(DATA, f"smollm2_arith_tau{tau}.npz"))
+    small = load_population(os.path.join(DATA, f"smollm2_arith_tau{tau}_small.npz"))
+    cfg = full.meta["config"]
+    assert full.n_prompts == len(cfg.get("prompts", range(cfg["n_prompts"])))
+    k = small.n_prompts
+    assert 2 <= k < full.n_prompts
+    for name in ("rewards", "costs", "prefix_len", "finished", "p_hat", "c_hat", "m_hat"):
+        np.testing.assert_array_equal(getattr(small, name), getattr(full, name)[:k], name)
+    np.testing.assert_array_equal(small.gram, full.gram[:k])
+
+
 @pytest.mark.parametrize("path", SMALL, ids=["tau8", "tau32"])
 def test_pairht_audit_runs_on_the_committed_population(path, tmp_path):
     out = tmp_path / "report"
@@ -51,3 +66,75 @@ def test_pairht_audit_runs_on_the_committed_population(path, tmp_path):
     )
     assert res.returncode == 0, res.stdout + res.stderr
     assert (out / "audit.csv").exists() and (out / "audit.json").exists()
+
+
+# ----------------------------------------------------------------------- short real-model audit
+#: The short form of ``python benchmarks/audit_tables.py`` CI runs (docs/audit.md): the trivial
+#: baselines, PAIR's default and its fixed-size variant, and the biased unweighted estimator.
+SHORT_ROWS = ["uniform_ht", "srswor", "pointwise_ht", "grpo_small", "pair", "pair_cps",
+              "adaptive_unweighted"]
+#: Rows whose budget is spent on suffixes (small-group GRPO has no prefix phase).
+PREFIX_ROWS = [k for k in SHORT_ROWS if k != "grpo_small"]
+
+
+def _short_audit(path, budget, predictions="stored"):
+    from pairht.audit import AuditConfig, run_audit, with_predictions
+
+    pop = with_predictions(load_population(path), predictions)
+    return pop, run_audit(pop, rows=SHORT_ROWS, config=AuditConfig(budget_ratio=budget),
+                          n_draws=0)
+
+
+@pytest.mark.parametrize(("path", "budget"), [(SMALL[0], 0.25), (SMALL[1], 0.5)],
+                         ids=["tau8-b0.25", "tau32-b0.5"])
+def test_short_real_population_audit_spends_equal_realised_tokens(path, budget):
+    """Every row runs on the real population with its finished candidates, every prefix row
+    spends the target realised suffix tokens (to 1e-9), small-group GRPO generates exactly
+    what PAIR generates, and the summary names the baseline with the least exact MSE."""
+    from pairht.audit import compare_to_baselines
+
+    pop, res = _short_audit(path, budget)
+    assert pop.finished.any() and not pop.finished.all()
+    assert [r.key for r in res.rows] == SHORT_ROWS
+    failed = {r.key: r.status for r in res.rows if not r.ok}
+    assert not failed, failed
+    for key in PREFIX_ROWS:
+        m = res.row(key).metrics
+        assert abs(m["tokens_exact"] - budget) <= 1e-9, (key, m["tokens_exact"])
+        assert np.all(np.isfinite(res.row(key).per_prompt["mse_exact"]))
+    gen = res.row("pair").metrics["generated_exact"]
+    assert abs(res.row("grpo_small").metrics["generated_exact"] - gen) <= 1e-9 * gen
+    # Design-unbiased rows have no exact bias; the unweighted adaptive estimator has some.
+    for key in ("uniform_ht", "srswor", "pointwise_ht", "grpo_small", "pair", "pair_cps"):
+        assert res.row(key).metrics["bias_exact"] <= 1e-9, key
+    assert res.row("adaptive_unweighted").metrics["bias_exact"] > 1e-6
+    cmp = compare_to_baselines(res, "pair")
+    base = {k: res.row(k).metrics["mse_exact"]
+            for k in ("uniform_ht", "srswor", "pointwise_ht", "grpo_small")}
+    assert cmp.baseline == min(base, key=base.__getitem__)
+    assert cmp.ratios[cmp.baseline] == 1.0 and cmp.low <= cmp.ratio <= cmp.high
+    assert cmp.ratio == pytest.approx(res.row("pair").metrics["mse_exact"] / base[cmp.baseline],
+                                      rel=1e-12)
+
+
+def test_uninformative_heads_reduce_pair_to_uniform_among_unfinished_on_the_real_population():
+    """With prompt-mean predictions PAIR's program is symmetric over the unfinished candidates:
+    fixed-size PAIR with conditional HT (``pair_cps``) is SRSWOR prompt by prompt (to the
+    allocation solver's tolerance), at equal realised cost; PAIR's default is uniform among
+    unfinished: Bernoulli (= ``uniform_ht`` exactly) or fixed size (the same completions per
+    prompt as SRSWOR; its HT weights come from the mixture's joints, so its MSE differs)."""
+    from pairht.audit import ROWS
+
+    _, res = _short_audit(SMALL[1], 0.5, predictions="prompt_mean")
+    failed = {r.key: r.status for r in res.rows if not r.ok}
+    assert not failed, failed
+    mse = {r.key: r.per_prompt["mse_exact"] for r in res.rows}
+    np.testing.assert_allclose(mse["pair_cps"], mse["srswor"], rtol=1e-6, atol=0.0)
+    if ROWS["pair"].design == "bernoulli":
+        np.testing.assert_allclose(mse["pair"], mse["uniform_ht"], rtol=1e-6, atol=0.0)
+    else:
+        for m in ("vertices_exact", "tokens_exact"):
+            assert res.row("pair").metrics[m] == pytest.approx(res.row("srswor").metrics[m],
+                                                               rel=1e-6), m
+    # ... and the two references differ: the comparisons above can tell them apart.
+    assert not np.allclose(mse["uniform_ht"], mse["srswor"], rtol=1e-3)

@@ -1,0 +1,173 @@
+r"""The audit tables of docs/audit.md: every baseline and PAIR variant at equal realised cost.
+
+One command prints the markdown tables (real-model population and a synthetic population of
+the same shape, budgets 0.25 and 0.5, prefix checkpoints tau = 8 and 32)::
+
+    python benchmarks/audit_tables.py            # about 4 CPU-minutes (exact metrics only)
+    python benchmarks/audit_tables.py --small    # the CI populations (12 prompts)
+
+Each cell is ``mean_q MSE_row / mean_q MSE_best`` (exact MSEs, no Monte Carlo) with its 95%
+percentile bootstrap interval over prompts (B = 2000), where ``best`` is the trivial baseline
+(:data:`pairht.audit.BASELINE_ROWS`) with the lowest exact MSE on that population at that
+budget: the audit's own summary line (:func:`pairht.audit.compare_to_baselines`), computed
+for every row. With ``--reference prefix`` small-group GRPO is left out of the reference
+(the best *prefix* baseline), so the table also answers "given that I generate the prefixes".
+
+Rows come from the audit's registry by key, run through :func:`pairht.audit.run_audit`, so
+the table follows whatever the step's allocator does when it is rerun. Two rows re-run PAIR
+on replaced predictions (:func:`pairht.audit.with_predictions`): ``hindsight`` (``p_hat =
+r``, ``c_hat = C``, ``m_hat = ||s||``: the best any prefix head could do) and
+``prompt_mean`` (uninformative heads); they are compared with the baselines of the *stored*
+predictions, so every ratio in a column has the same denominator.
+
+The last lines give the unweighted adaptive estimator's bias share of its MSE,
+``sum_q ||b_q||^2 / sum_q MSE_q`` (the PAIR paper reports about 1%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "data")
+
+#: Rows of the table, in order: the baselines, then PAIR and its variants.
+ROW_KEYS = ("uniform_ht", "srswor", "pointwise_ht", "grpo_small", "pair", "pair_energy",
+            "pair_cps", "pair_energy_cps", "pair_drr", "adaptive_unweighted")
+#: PAIR rows re-run on replaced predictions (suffix ``@mode`` in the table).
+PREDICTION_ROWS = {"hindsight": ("pair", "pair_cps"), "prompt_mean": ("pair",)}
+
+
+def _relabel(row: Any, mode: str) -> Any:
+    """A row of a replaced-predictions audit, renamed ``key@mode`` and out of the baselines."""
+    return dataclasses.replace(row, key=f"{row.key}@{mode}", label=f"{row.label} ({mode})",
+                               group=f"predictions:{mode}")
+
+
+def bias_share(pop: Any, key: str, budget: float, seed: int) -> float:
+    """``sum_q ||b_q||^2 / sum_q (||b_q||^2 + tr Cov_q)`` of row ``key`` (exact)."""
+    from pairht.audit import AuditConfig
+    from pairht.audit.exact import row_moments
+    from pairht.audit.rows import select_rows
+
+    cfg = AuditConfig(budget_ratio=budget, seed=seed)
+    row = select_rows([key])[0]
+    plan = row.plan(pop, cfg, {})
+    mom = row_moments(row, plan, pop, pop.reduced_scores(), cfg)
+    if mom.bias is None or mom.trace_cov is None:
+        return float("nan")
+    b2 = float(np.einsum("pd,pd->", mom.bias, mom.bias))
+    return b2 / (b2 + float(mom.trace_cov.sum()))
+
+
+def audit_cell(pop: Any, budget: float, *, seed: int, reference: str,
+               n_boot: int) -> tuple[dict[str, tuple[float, float, float]], str, float]:
+    """Every row's ``(ratio, low, high)`` against the best baseline at ``budget``.
+
+    Returns ``(cells, best_baseline_key, best_baseline_mse)``.
+    """
+    from pairht.audit import (
+        BASELINE_ROWS,
+        ROWS,
+        AuditConfig,
+        compare_to_baselines,
+        run_audit,
+        with_predictions,
+    )
+
+    cfg = AuditConfig(budget_ratio=budget, seed=seed)
+    keys = [k for k in ROW_KEYS if k in ROWS]
+    res = run_audit(pop, rows=keys, config=cfg, n_draws=0)
+    for mode, rows in PREDICTION_ROWS.items():
+        extra = run_audit(with_predictions(pop, mode), rows=[k for k in rows if k in ROWS],
+                          config=cfg, n_draws=0)
+        res.rows.extend(_relabel(r, mode) for r in extra.rows)
+    bases = tuple(k for k in BASELINE_ROWS if k in keys
+                  and (reference == "all" or k != "grpo_small"))
+    cells: dict[str, tuple[float, float, float]] = {}
+    best, best_mse = "", float("nan")
+    for r in res.rows:
+        if not r.ok or "mse_exact" not in r.per_prompt:
+            cells[r.key] = (float("nan"),) * 3
+            continue
+        c = compare_to_baselines(res, r.key, baselines=bases, n_boot=n_boot, seed=seed)
+        cells[r.key] = (c.ratio, c.low, c.high)
+        best = c.baseline
+        best_mse = float(res.row(best).metrics["mse_exact"])
+    return cells, best, best_mse
+
+
+def population(source: str, tau: int, *, small: bool, data: str, seed: int,
+               shape: tuple[int, int]) -> Any:
+    """The real population file for ``tau``, or a synthetic one of ``shape`` (oracle heads)."""
+    from pairht.audit import load_population, synthetic_population
+
+    if source == "real":
+        suffix = "_small" if small else ""
+        return load_population(os.path.join(data, f"smollm2_arith_tau{tau}{suffix}.npz"))
+    return synthetic_population(shape[0], shape[1], prefix_tokens=tau, rng=seed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--taus", type=int, nargs="+", default=[8, 32])
+    ap.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5])
+    ap.add_argument("--sources", nargs="+", default=["real", "synthetic"],
+                    choices=["real", "synthetic"])
+    ap.add_argument("--reference", choices=["all", "prefix"], default="all",
+                    help="baselines the ratio is taken to: all, or all but small-group GRPO")
+    ap.add_argument("--small", action="store_true", help="the small (CI) real populations")
+    ap.add_argument("--data", default=DATA)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n-boot", type=int, default=2000)
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    # The synthetic population takes the real one's shape (prompts x G).
+    real = population("real", args.taus[0], small=args.small, data=args.data, seed=args.seed,
+                      shape=(0, 0))
+    shape = (real.n_prompts, real.group_size)
+    for source in args.sources:
+        cols: dict[tuple[int, float], dict[str, tuple[float, float, float]]] = {}
+        foot: list[str] = []
+        for tau in args.taus:
+            pop = population(source, tau, small=args.small, data=args.data, seed=args.seed,
+                             shape=shape)
+            fin = 0.0 if pop.finished is None else float(pop.finished.mean())
+            for b in args.budgets:
+                cells, best, best_mse = audit_cell(pop, b, seed=args.seed,
+                                                   reference=args.reference, n_boot=args.n_boot)
+                cols[(tau, b)] = cells
+                share = bias_share(pop, "adaptive_unweighted", b, args.seed)
+                foot.append(f"tau={tau}, budget={b}: best baseline {best} (exact MSE "
+                            f"{best_mse:.4g}); finished fraction {fin:.3f}; adaptive_unweighted "
+                            f"bias share of MSE {100 * share:.1f}%")
+        name = {"real": "SmolLM2-135M-Instruct arithmetic population",
+                "synthetic": "synthetic population (oracle heads)"}[source]
+        print(f"\n### {name}, {shape[0]} prompts x G={shape[1]}, reference = "
+              f"{'best baseline' if args.reference == 'all' else 'best prefix baseline'}\n")
+        keys = list(next(iter(cols.values())))
+        heads = [f"tau={t}, b={b}" for t, b in cols]
+        print("| row | " + " | ".join(heads) + " |")
+        print("|---|" + "---|" * len(heads))
+        for k in keys:
+            vals = []
+            for c in cols.values():
+                r, lo, hi = c.get(k, (float("nan"),) * 3)
+                vals.append("n/a" if np.isnan(r) else f"{r:.3f} [{lo:.3f}, {hi:.3f}]")
+            print(f"| `{k}` | " + " | ".join(vals) + " |")
+        print()
+        for line in foot:
+            print(f"* {line}")
+    print(f"\n({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
