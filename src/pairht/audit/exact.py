@@ -255,6 +255,8 @@ def conditional_parts(design: Any, empty_below_two: bool) -> list[tuple[float, A
     ``empty_below_two`` (small-group GRPO) keeps the per-component rule and gives a
     component of fewer than two samples the estimate 0, as GRPO does with one completion.
     """
+    if not hasattr(design, "components"):  # one design, no sizes to condition on (Bernoulli)
+        return [(1.0, design, design)]
     parts = [(w, c) for w, c in zip(design.weights, design.components)
              if c is not None and w > 0.0]
     if empty_below_two:

@@ -76,7 +76,7 @@ from pairht.audit.base import (
 from pairht.audit.population import Population
 from pairht.designs import Bernoulli, MixedSize, make_design
 from pairht.step import group_design
-from pairht.step.embedding import fixed_base
+from pairht.step.embedding import MIN_FIXED_SIZE, fixed_base
 from pairht.step.plan import DEFAULT_PROXY, DEFAULT_SIZE
 
 #: Row groups, in table order: the trivial designs a user would try instead of PAIR are
@@ -149,8 +149,13 @@ def register_row(cls: _R) -> _R:
 
 
 def _build_designs(kind: str, pi: np.ndarray, cfg: AuditConfig, cache: dict[str, Any],
-                   key: str) -> tuple[list[Any], np.ndarray, float]:
-    """One design per prompt (cached under ``key``) and their joints; untimed JIT warm-up."""
+                   key: str, finished: np.ndarray | None = None
+                   ) -> tuple[list[Any], np.ndarray, float]:
+    """One design per prompt (cached under ``key``) and their joints; untimed JIT warm-up.
+
+    A ``mixed_size`` kind over a group whose unfinished candidates' expected size is below
+    two is drawn Bernoulli, as the step does (:func:`pairht.step.unfinished_design`);
+    ``finished=None`` (small-group GRPO: no prefixes) keeps the mixture at any size."""
     if key in cache:
         return cache[key]
 
@@ -162,6 +167,8 @@ def _build_designs(kind: str, pi: np.ndarray, cfg: AuditConfig, cache: dict[str,
         if kind == rdr or (kind.startswith("mixed_size") and kind.endswith(rdr)):
             kwargs = {"n_orders": cfg.n_orders, "rng": np.random.SeedSequence([cfg.seed, 7, q])}
         if kind.startswith("mixed_size"):
+            if finished is not None and pi[q][~finished[q]].sum() < MIN_FIXED_SIZE:
+                return group_design("bernoulli", pi[q], finished[q])
             base = kind.partition(":")[2] or "conditional_poisson"
             return MixedSize(pi[q], base=base, **kwargs)
         return make_design(kind, pi[q], **kwargs)
@@ -215,7 +222,8 @@ class VertexRow(AuditRow):
             designs, joint, build_seconds = _component_designs(self.design, pi, info, pop,
                                                                cfg, cache, key)
         else:
-            designs, joint, build_seconds = _build_designs(self.design, pi, cfg, cache, key)
+            designs, joint, build_seconds = _build_designs(self.design, pi, cfg, cache, key,
+                                                           finished_mask(pop))
         return Plan(pi=np.stack([d.pi for d in designs]), alloc_seconds=timed,
                     cost=suffix_costs(pop), build_seconds=build_seconds, designs=designs,
                     joint=joint, budget_scale=scale, notes=list(notes),
@@ -266,17 +274,22 @@ def _component_designs(kind: str, pi: np.ndarray, info: dict[str, Any], pop: Pop
     component a sample came from. A prompt that affords no fixed size of two (the step draws
     it Bernoulli) gets its Bernoulli program's ``pi`` drawn by the mixture of the two
     neighbouring sizes (``MixedSize(pi)``, as ``plan_continuations(size=None,
-    design="conditional_poisson")`` does)."""
+    design="conditional_poisson")`` does), and below an expected size of two over the
+    unfinished candidates the step's Bernoulli draw (sizes 0 and 1 would never observe a pair
+    of unfinished candidates: :func:`pairht.step.unfinished_design`)."""
     if key in cache:
         return cache[key]
     fixed = np.asarray(info["fixed_size"], dtype=bool)
+    fin = finished_mask(pop)
     base = kind.partition(":")[2] or "conditional_poisson"
 
-    def build(q: int) -> MixedSize:
+    def build(q: int) -> Any:
         kw: dict[str, Any] = {}
         if base == "randomized_dependent_rounding":
             kw = {"n_orders": cfg.n_orders, "rng": np.random.SeedSequence([cfg.seed, 7, q])}
         if not fixed[q]:
+            if pi[q][~fin[q]].sum() < MIN_FIXED_SIZE:
+                return group_design("bernoulli", pi[q], fin[q])
             return MixedSize(pi[q], base=base, **kw)
         return MixedSize.from_components(info["pi_lo"][q], info["pi_hi"][q],
                                          float(info["weight_hi"][q]), base=base, **kw)
