@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from pairht.allocation.energy import NAME as LENGTH_ENERGY
 from pairht.audit.base import AuditConfig, RowUnavailable, finished_mask, suffix_costs
 from pairht.audit.population import Population
 from pairht.step import StepInputs, get_allocator
+from pairht.step.pair_program import PROXIES as STEP_PROXIES
 
 #: Edge proxies a ``pair`` row can name (the step's, less a user-given energy matrix).
-PROXIES = ("disagreement", "score_norm", LENGTH_ENERGY)
+PROXIES = tuple(k for k in STEP_PROXIES if k != "energy")
 _MAX_STEPS = 100
 #: Relative accuracy of the matched realised cost.
 _COST_RTOL = 1e-12

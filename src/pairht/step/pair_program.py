@@ -37,13 +37,13 @@ import numpy as np
 
 from pairht.allocation.energy import NAME as LENGTH_ENERGY
 from pairht.allocation.energy import length_energy, solve_program
-from pairht.allocation.proxies import edge_proxy, shared_vertex_term
+from pairht.allocation.proxies import PROXY_KINDS, edge_proxy, shared_vertex_term
 from pairht.allocation.sizes import largest_affordable_size
 from pairht.step.inputs import StepInputs
 
 #: Edge proxies of the ``pair`` allocator: the allocation module's, and the length energy
 #: (:mod:`pairht.allocation.energy`, needs ``StepInputs.prefix_tokens``).
-PROXIES = ("disagreement", "score_norm", "energy", LENGTH_ENERGY)
+PROXIES: tuple[str, ...] = (*PROXY_KINDS, LENGTH_ENERGY)
 #: A size within this of an integer is that integer (:class:`~pairht.designs.MixedSize`'s).
 _INTEGER_TOL = 1e-9
 
