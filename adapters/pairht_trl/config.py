@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pairht.allocation.proxies import PROXY_KINDS
 from pairht.designs import DESIGNS
 from pairht.estimators import VARIANTS
 from pairht.estimators.horvitz_thompson import check_w_max, resolve_variant
+from pairht_trl.row_drop import check_drop_rows, drop_rows_reason
 from trl import GRPOConfig
 
 logger = logging.getLogger("pairht_trl")
@@ -52,8 +52,19 @@ def fixed_size_designs() -> tuple[str, ...]:
 
 
 def edge_proxies() -> tuple[str, ...]:
-    """Edge proxies of the core (:data:`pairht.allocation.proxies.PROXY_KINDS`)."""
-    return tuple(PROXY_KINDS)
+    """Edge proxies of the step's PAIR program (:data:`pairht.step.pair_program.PROXIES`)."""
+    from pairht.step.pair_program import PROXIES
+
+    return tuple(PROXIES)
+
+
+def trainable_edge_proxies() -> tuple[str, ...]:
+    """The proxies the trainer can feed: those that need no predictor beyond ``p_hat`` and
+    ``c_hat`` (the disagreement proxy, and the length energy, which reads the prefix lengths
+    the trainer passes as ``StepInputs.prefix_tokens``)."""
+    from pairht.allocation.energy import NAME as LENGTH_ENERGY
+
+    return ("disagreement", LENGTH_ENERGY)
 
 
 def head_kinds() -> tuple[str, ...]:
@@ -119,6 +130,11 @@ def _flag(name: str, value: Any) -> bool:
     return value
 
 
+def _optional_flag(name: str, value: Any) -> bool | None:
+    """``None`` (resolved later from other fields) or a ``bool`` (see :func:`_flag`)."""
+    return None if value is None else _flag(name, value)
+
+
 def _integer(lo: int | None, hi: int | None = None, *, optional: bool = False) -> Rule:
     """An int (numpy ints included, bool excluded) in ``[lo, hi]``; ``lo=None``: type only."""
     def rule(name: str, value: Any) -> Any:
@@ -181,7 +197,7 @@ PAIR_FIELD_RULES: dict[str, Rule] = {
     "allocator": _one_of(allocators, "the registry pairht.step.ALLOCATORS"),
     "design": _one_of(design_kinds, "the registry pairht.designs.DESIGNS"),
     "design_size": _integer(None, optional=True),  # range: needs G, checked below
-    "edge_proxy": _one_of(edge_proxies, "pairht.allocation.proxies.PROXY_KINDS"),
+    "edge_proxy": _one_of(edge_proxies, "pairht.step.pair_program.PROXIES"),
     "covariance_term": _flag,
     "weighting": _one_of(weightings, "the registry pairht.estimators.VARIANTS, without pi"),
     "anchor_pair": _flag,
@@ -197,6 +213,7 @@ PAIR_FIELD_RULES: dict[str, Rule] = {
     "shrink_to_skill": _flag,
     "head_steps_per_update": _integer(0),
     "head_batch_size": _integer(1),
+    "drop_unselected_rows": _optional_flag,  # exactness: needs the resolved TRL fields, below
 }
 
 
@@ -280,8 +297,10 @@ class PairGRPOConfig(GRPOConfig):
         prefixes have finished, :mod:`pairht.step` takes the size over the unfinished
         candidates and clips it to their number and to what the budget affords.
     edge_proxy : str
-        Edge proxy ``a_ij`` of the contrast graph (Eq. edge-proxy); only ``"disagreement"`` is
-        computable from the prefix heads alone.
+        Edge proxy ``a_ij`` of the contrast graph (Eq. edge-proxy), a name of
+        :data:`pairht.step.pair_program.PROXIES`; the trainer can feed ``"disagreement"``
+        (default) and ``"length_energy"`` (it reads the prefix lengths; docs/step.md), the
+        others need predictors it does not train.
     covariance_term : bool
         Include the shared-vertex term ``b_i`` in the allocation objective.
     weighting : str
@@ -311,6 +330,16 @@ class PairGRPOConfig(GRPOConfig):
         hundred labels (docs/real_model.md); ``"mlp"``, the paper's 256-wide MLP heads (which
         did not, at tau 32). The ``head_width``, ``head_lr``, ``head_steps_per_update`` and
         ``head_batch_size`` fields apply to ``"mlp"`` only.
+    drop_unselected_rows : bool or None
+        Remove the unselected rows (and, with ``allocator="dppo"``, the pruned ones) from the
+        batch of the policy update instead of masking them, trimming completion columns to the
+        longest kept row, and rescale the loss so that it is exactly the masked loss
+        (:mod:`pairht_trl.row_drop`: factor kept/total rows for the row-mean losses ``grpo``,
+        ``sapo``, ``dr_grpo``, ``luspo``; 1 for the token-normalised ``bnpo``, ``dapo``,
+        ``cispo``, ``vespo``). Exact only with ``steps_per_generation == 1`` and, for a
+        row-mean loss, no entropy bonus; ``True`` otherwise raises ``ValueError``. ``None``
+        (default): ``True`` exactly when those rules hold (so with the defaults, ``dr_grpo`` and
+        ``gradient_accumulation_steps=1``), else ``False`` (masking, as before).
     head_refit_every : int
         Linear heads: once the replay window holds more than 1024 labels, refit the probe on
         every k-th update only (default 4; labels are still added and scored in between). See
@@ -392,6 +421,11 @@ class PairGRPOConfig(GRPOConfig):
         default=32, metadata={"help": "Head Adam steps after each policy update."}
     )
     head_batch_size: int = field(default=256, metadata={"help": "Head minibatch size."})
+    drop_unselected_rows: bool | None = field(
+        default=None,
+        metadata={"help": "Drop unselected rows from the update batch (loss unchanged); None: "
+                          "True when exact (steps_per_generation == 1), else False."},
+    )
 
     def __post_init__(self) -> None:
         # Rules first: TRL's own __post_init__ would read a bad value (e.g. `"0.5" < 1`) and
@@ -466,10 +500,10 @@ class PairGRPOConfig(GRPOConfig):
                 f"full-group suffix); got budget_ratio={self.budget_ratio!r}, "
                 f"pi_min={self.pi_min!r}"
             )
-        if self.edge_proxy != "disagreement":
+        if self.edge_proxy not in trainable_edge_proxies():
             raise ValueError(
                 f"edge_proxy={self.edge_proxy!r} needs a score-norm or pair-energy predictor, "
-                f"which the trainer does not train yet; use edge_proxy='disagreement'"
+                f"which the trainer does not train yet; use one of {trainable_edge_proxies()}"
             )
         # the core's rule and wording: positive finite w_max for clipping variants only
         self.w_max = check_w_max(resolve_variant(self.weighting), self.w_max)
@@ -520,6 +554,15 @@ class PairGRPOConfig(GRPOConfig):
                 f"design already guarantees design_size >= 2 endpoints. Got anchor_pair=True "
                 f"with design={self.design!r}"
             )
+        entropy_bonus = self.entropy_coef != 0.0 or bool(self.use_adaptive_entropy)
+        # GRPOConfig.__post_init__ (run before this) resolves steps_per_generation to an int
+        assert self.steps_per_generation is not None and self.loss_type is not None
+        if self.drop_unselected_rows is None:
+            self.drop_unselected_rows = (
+                drop_rows_reason(self.loss_type, self.steps_per_generation, entropy_bonus) is None
+            )
+        elif self.drop_unselected_rows:
+            check_drop_rows(self.loss_type, self.steps_per_generation, entropy_bonus)
         if self.multi_objective_aggregation != "sum_then_normalize":
             raise ValueError(
                 f"PAIR combines reward functions as a weighted sum before the pair estimator; "

@@ -15,10 +15,14 @@ One training step, as data (PAIR paper, Algorithm 1)::
       -> phase 2: resume only the selected rows' KV caches to termination
       -> reward functions on the selected rows only (exceptions: reward 0, counted)
       -> W = pairht.estimators.edge_weights(J, rho)   A_i = 1/2 sum_j W_ij (r_i - r_j)
-      -> TRL's loss with A as advantages; unselected rows' loss mask zeroed
+      -> allocator "dppo" only: prune completed rows, keep probabilities from the full-group
+         advantages; the pruned design's pi, rho replace the plan's (conditional on the group)
+      -> TRL's loss with A as advantages; unselected rows' loss mask zeroed, then (default,
+         drop_unselected_rows) those rows removed from the update batch, loss rescaled to equal
+         the masked loss exactly
       -> after the policy update: prefix heads updated with IPW losses on the new labels
 
-The trainer overrides four TRL seams and never copies a TRL method body:
+The trainer overrides five TRL seams and never copies a TRL method body:
 
 ``_generate_single_turn``
     two-phase generation and the design draw (train mode only; evaluation is plain GRPO).
@@ -30,7 +34,12 @@ The trainer overrides four TRL seams and never copies a TRL method body:
     rows (NaN for unselected rows, which TRL then treats as unscorable) and gathered.
 ``_generate_and_score_completions``
     ``super()``, then ``advantages`` is replaced by the pair advantages and the
-    ``completion_mask`` of unselected rows is zeroed (``num_items_in_batch`` recomputed).
+    ``completion_mask`` of unselected rows is zeroed (``num_items_in_batch`` recomputed);
+    with ``drop_unselected_rows`` the rows are then removed and the completion columns trimmed
+    (:mod:`pairht_trl.row_drop`), so the update's forward/backward costs what was generated.
+``compute_loss``
+    ``super()`` times the factor that keeps the loss of the smaller batch equal to the masked
+    loss (``kept / total`` rows for row-mean loss types, 1 for token-normalised ones).
 ``training_step``
     ``super()``, then, once the last micro-batch of a generation batch has been consumed,
     the heads are refreshed on that batch's labels (frozen within an RL update).
@@ -48,7 +57,9 @@ batch and averaged over processes, the gradient of the loss is
 ``B`` prompts per optimizer step, ``\widehat g_{PAIR}`` the pair-HT gradient (Eq. pair-ht) of
 each group. :meth:`PairGRPOTrainer.update_scale` returns ``-1 / (G L)``. The normaliser
 ``R * L`` does not depend on which rows are masked, so zeroing unselected rows changes nothing
-else. With every ``pi_i = 1`` this is the LOO (RLOO) gradient (Theorem 1).
+else; dropping them (``drop_unselected_rows``) leaves ``R'`` rows and multiplies the loss by
+``R' / R``, the same loss again. With every ``pi_i = 1`` this is the LOO (RLOO) gradient
+(Theorem 1).
 
 Logged metrics (``pair/...``, averaged over logging steps like TRL's)
 --------------------------------------------------------------------
@@ -95,6 +106,7 @@ from pairht_trl.distributed import (
     gather_rows,
     local_slice,
 )
+from pairht_trl.row_drop import LOSS_SCALE_KEY, drop_rows
 from pairht_trl.timing import instrument
 from trl import GRPOTrainer
 
@@ -131,6 +143,10 @@ class DesignDraw:
     suffix_len: np.ndarray | None = None  # (B, G) realised suffix tokens (0 if unselected)
     rewards: np.ndarray | None = None  # (B, G) rewards (NaN if unselected)
     advantages: np.ndarray | None = None  # (B, G)
+    # allocator "dppo": the generation design (every row completed), kept here when the
+    # pruning design replaces mask/pi/joint above (None otherwise)
+    generated_mask: np.ndarray | None = None  # (B, G) bool
+    generated_pi: np.ndarray | None = None  # (B, G)
 
 
 class _PairOptions(TypedDict, total=False):
@@ -297,6 +313,13 @@ class PairGRPOTrainer(GRPOTrainer):
             raise ValueError(
                 "PairGRPOTrainer's transformers backend does not support FSDP or DeepSpeed "
                 "ZeRO-3 across several processes yet; use use_vllm=True, ZeRO-1/2 or DDP"
+            )
+        if args.drop_unselected_rows and self.aux_loss_enabled:
+            # The router auxiliary loss is a mean over every row's tokens, masked or not.
+            raise ValueError(
+                "drop_unselected_rows=True would change the loss of a model with a router "
+                "auxiliary loss (output_router_logits and router_aux_loss_coef != 0): it "
+                "averages over every row, selected or not. Set drop_unselected_rows=False"
             )
         self._pair_stats = {"reward_failures": 0}
         # Exceptions of synchronous reward functions become reward 0; modules and async
@@ -621,26 +644,85 @@ class PairGRPOTrainer(GRPOTrainer):
         dtype = torch.float64 if self._policy_dtype() == torch.float64 else torch.float32
         device = out["advantages"].device
         rewards = torch.as_tensor(draw.rewards, device=device)
+        # completed rows (standardisation is over every observed reward, pruned or not)
         mask_t = torch.as_tensor(draw.mask, device=device)
         adv = pair_advantages_torch(rewards, weights, dtype=dtype)
+        # the heads learn from every completed row, before any pruning
+        self._pending_labels = self._labels(draw)
+        if args.allocator == "dppo":
+            weights = self._prune_dppo(draw, adv)
+            adv = pair_advantages_torch(rewards, weights, dtype=dtype)
         adv = standardise_advantages(adv, rewards, mask_t, args.scale_rewards)
         draw.advantages = adv.cpu().double().numpy()
         flat = adv.reshape(-1)
         out["advantages"] = flat[draw.rows].to(device)
-        keep = mask_t.reshape(-1)[draw.rows].to(out["completion_mask"].dtype)
+        kept = torch.as_tensor(draw.mask, device=device)  # the estimator's rows (DPPO: pruned)
+        keep = kept.reshape(-1)[draw.rows].to(out["completion_mask"].dtype)
         out["completion_mask"] = out["completion_mask"] * keep[:, None]
         loss_mask = out["completion_mask"]
         if "tool_mask" in out:
             loss_mask = loss_mask * out["tool_mask"]
         out["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        if args.drop_unselected_rows:
+            # The masked rows only cost forward/backward work: drop them, loss unchanged
+            # (pairht_trl.row_drop).
+            # Equal row counts on every process (TRL gathers per-row loss metrics): pad with
+            # masked rows up to the largest kept count of any process, read off the global
+            # mask (equal, contiguous per-process slices).
+            per_process = draw.mask.reshape(self.accelerator.num_processes, -1).sum(-1)
+            out = drop_rows(out, keep.bool(), self.loss_type,
+                            min_rows=max(1, int(per_process.max())))
+            self._metrics["train"]["pair/update_rows"].append(
+                float(self.accelerator.gather(
+                    torch.tensor(out["prompt_ids"].shape[0], device=device)).sum())
+            )
         # TRL logged its own (unused) advantages for the completions table; show ours.
         logged = self._logs["advantages"]
         for _ in range(min(flat.numel(), len(logged))):
             logged.pop()
         logged.extend(flat.tolist())
         self._log_draw(draw, weights)
-        self._pending_labels = self._labels(draw)
         return out
+
+    def _prune_dppo(self, draw: DesignDraw, full_advantages: torch.Tensor) -> np.ndarray:
+        r"""DPPO's pruning after rewards; replace the draw's design by the pruning design.
+
+        Keep probabilities ``q_b`` (prompt) and ``o_bi`` (completion) come from the full-group
+        advantages (:func:`pairht.comparators.dppo_keep_probabilities`); the kept mask
+        ``K ~ dppo_sample(q, o)`` is drawn with the design generator (identical on every
+        process, the main process's draw broadcast) and ``pi_bi = q_b o_bi``,
+        ``rho_bij = q_b o_bi o_bj`` (:func:`~pairht.comparators.dppo_design`) replace the plan's
+        ``pi = rho = 1``. Conditional on the completed group these are exact, so the pair-HT
+        estimate on ``K`` is unbiased for the full-group pair target. Returns the edge weights
+        of the pruned design.
+        """
+        from pairht.comparators import dppo_design, dppo_keep_probabilities, dppo_sample
+
+        if not draw.mask.all():
+            raise RuntimeError(
+                f"allocator='dppo' prunes a completed group, but the plan left "
+                f"{int((~draw.mask).sum())} candidates uncompleted"
+            )
+        q, o = dppo_keep_probabilities(full_advantages.detach().cpu().double().numpy())
+        pi, joint = dppo_design(q, o)
+        kept = dppo_sample(q, o, self.design_rng)
+        kept, pi, joint = broadcast_from_main(self.accelerator, (kept, pi, joint))
+        draw.generated_mask, draw.generated_pi = draw.mask, draw.pi
+        draw.mask, draw.pi, draw.joint = kept, pi, joint
+        if self.draw_history:
+            self.draw_history[-1]["kept"] = kept.copy()
+        m = self._metrics["train"]
+        m["pair/dppo_kept_fraction"].append(float(kept.mean()))
+        m["pair/dppo_expected_kept_fraction"].append(float(pi.mean()))
+        m["pair/dppo_prompts_kept"].append(float(kept.any(-1).mean()))
+        args = self.pair_args
+        return design_edge_weights(kept, joint, weighting=args.weighting, w_max=args.w_max)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """TRL's loss times the factor :func:`pairht_trl.row_drop.drop_rows` stored (if any)."""
+        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        scale = inputs.get(LOSS_SCALE_KEY)
+        return loss if scale is None else loss * float(scale)
 
     def _policy_dtype(self) -> torch.dtype:
         try:
@@ -670,8 +752,11 @@ class PairGRPOTrainer(GRPOTrainer):
         m = self._metrics["train"]
         # the generation step filled in the realised suffix lengths before this is logged
         assert draw.suffix_len is not None
-        mask = draw.mask
-        t = token_counts(draw.prefix_len, draw.suffix_len, mask, draw.pi)
+        # generation cost on the rows generated; edges and weights on the estimator's rows
+        # (they differ only when DPPO pruned completed rows)
+        mask = draw.mask if draw.generated_mask is None else draw.generated_mask
+        gen_pi = draw.pi if draw.generated_pi is None else draw.generated_pi
+        t = token_counts(draw.prefix_len, draw.suffix_len, mask, gen_pi)
         prefix, suffix, full_suffix_ht = t.prefix, t.suffix, t.full_suffix_ht
         k = mask.sum(-1)
         c_sel = float(draw.c_hat[mask].sum())
@@ -687,10 +772,10 @@ class PairGRPOTrainer(GRPOTrainer):
             "predicted_suffix_fraction", float("nan"))))
         m["pair/cost_ratio"].append(suffix / c_sel if c_sel > 0 else float("nan"))
         m["pair/completed"].append(float(k.mean()))
-        m["pair/observed_edges"].append(float(n_pairs(k).mean()))
+        m["pair/observed_edges"].append(float(n_pairs(draw.mask.sum(-1)).mean()))
         m["pair/max_weight"].append(float(weights.max() * n_pairs(mask.shape[-1])))
         m["pair/ess"].append(float(np.mean(ess(weights))))
-        m["pair/pi_mean"].append(float(draw.pi.mean()))
+        m["pair/pi_mean"].append(float(gen_pi.mean()))
         m["pair/solver_residual"].append(float(np.max(draw.kkt_residual)))
         m["pair/solver_fallbacks"].append(float(np.sum(draw.fallback_used)))
         m["pair/solver_unconverged"].append(float(np.sum(~draw.converged)))

@@ -127,3 +127,64 @@ def test_the_second_plan_reads_the_hajek_update_of_the_first_draws_observed_rewa
     for b, k in enumerate(keys2):
         assert hist2["successes"][b] == pytest.approx(expected[k][0], rel=1e-12)
         assert hist2["trials"][b] == expected[k][1]
+
+
+def test_dppo_prunes_completed_rows_out_of_the_update(tmp_path, monkeypatch):
+    """DPPO (issue 16): every candidate is completed, then pruned with keep probabilities from
+    the full-group advantages; the pruned design's exact pi and rho replace the plan's, and the
+    pruned rows leave the update batch."""
+    import torch
+
+    import pairht
+    import pairht.comparators as comparators
+
+    calls = []
+    real_keep = comparators.dppo_keep_probabilities
+
+    def spy_keep(advantages, **kw):
+        q, o = real_keep(advantages, **kw)
+        calls.append((np.array(advantages, copy=True), q, o))
+        return q, o
+
+    monkeypatch.setattr(comparators, "dppo_keep_probabilities", spy_keep)
+    trainer = make_trainer(tmp_path, allocator="dppo", max_steps=2, n_prompts=2, double=True)
+    batches = []
+    real_loss = trainer._compute_loss
+
+    def recording(model, inputs):
+        batches.append(dict(inputs))
+        return real_loss(model, inputs)
+
+    trainer._compute_loss = recording
+    trainer.train()
+    assert len(calls) == 2 and len(batches) == 2
+    draw = trainer.last_draw
+    adv_full, q, o = calls[-1]
+    # the keep probabilities were computed from the full-group pair advantages (every row
+    # completed: pi = rho = 1, the complete pair average)
+    assert draw.generated_mask.all() and np.all(draw.generated_pi == 1.0)
+    full = np.ones_like(draw.generated_mask)
+    want = pairht.pair_advantages(draw.rewards, full, np.ones(full.shape + full.shape[-1:]))
+    np.testing.assert_allclose(adv_full, want, rtol=0, atol=1e-12)
+    assert (o < 1).any()  # the fixture prunes something
+    # the draw's design IS the pruning design, and its mask the one DPPO kept
+    pi, joint = comparators.dppo_design(q, o)
+    assert np.array_equal(draw.pi, pi) and np.array_equal(draw.joint, joint)
+    kept = trainer.draw_history[-1]["kept"]
+    assert np.array_equal(draw.mask, kept)
+    assert trainer.draw_history[-1]["mask"].all()  # what was generated: everything
+    # pruned rows are out of the update batch; the kept rows carry the pair-HT advantages on K
+    batch = batches[-1]
+    assert batch["prompt_ids"].shape[0] == max(1, int(kept.sum()))
+    adv = pairht.pair_advantages(draw.rewards, kept, joint)
+    np.testing.assert_allclose(
+        sorted(batch["advantages"].tolist()),
+        sorted(adv[kept].tolist() if kept.any() else [0.0]), rtol=0, atol=1e-12,
+    )
+    assert torch.all(batch["completion_mask"].sum(-1) > 0) or not kept.any()
+    # metrics: the kept fraction as drawn, generation accounting on every completed row
+    logs = [e for e in trainer.state.log_history if "pair/dppo_kept_fraction" in e]
+    assert len(logs) == 2
+    assert logs[-1]["pair/dppo_kept_fraction"] == pytest.approx(kept.mean(), rel=1e-12)
+    assert logs[-1]["pair/dppo_expected_kept_fraction"] == pytest.approx(pi.mean(), rel=1e-12)
+    assert logs[-1]["pair/completed"] == pytest.approx(draw.generated_mask.shape[1], rel=0)

@@ -227,14 +227,15 @@ def test_issue_example_six_of_eight_at_half_budget_is_refused():
 
 
 def test_names_come_from_the_core_registries():
-    from pairht.allocation.proxies import PROXY_KINDS
     from pairht.designs import DESIGNS
     from pairht.estimators import VARIANTS
     from pairht_trl import config
 
     assert set(config.design_kinds()) == set(DESIGNS)
     assert set(config.fixed_size_designs()) == {k for k, c in DESIGNS.items() if c.fixed_size}
-    assert config.edge_proxies() == tuple(PROXY_KINDS)
+    from pairht.step.pair_program import PROXIES
+
+    assert config.edge_proxies() == tuple(PROXIES)
     assert set(config.weightings()) == {k for k, v in VARIANTS.items() if not v.needs_pi}
     assert config.DESIGN_KINDS == config.design_kinds()  # the import-time view is current
     for kind in DESIGNS:

@@ -16,7 +16,8 @@ HERE = Path(__file__).parent
 
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_two_processes_share_the_design_of_a_spanning_group(tmp_path):
+@pytest.mark.parametrize("drop", [False, True], ids=["masked", "dropped"])
+def test_two_processes_share_the_design_of_a_spanning_group(tmp_path, drop):
     steps = 2 if os.environ.get("PAIRHT_E2E_SHORT") == "1" else 4
     # `accelerate launch --cpu --num_processes 2` starts one process unless mpirun is set up
     # (accelerate 1.15's CPU launcher); torchrun is what accelerate's multi-process launcher
@@ -24,7 +25,8 @@ def test_two_processes_share_the_design_of_a_spanning_group(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE)}
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", "29533", str(HERE / "dist_pair_run.py"), str(tmp_path), str(steps)],
+         "--master_port", "29533", str(HERE / "dist_pair_run.py"), str(tmp_path), str(steps),
+         "drop" if drop else "mask"],
         capture_output=True, text=True, env=env, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -36,8 +38,52 @@ def test_two_processes_share_the_design_of_a_spanning_group(tmp_path):
         assert np.array(da["mask"]).shape == (3, 4)  # 12 global rows = 3 groups of G = 4
         assert da["mask"] == db["mask"] and da["pi"] == db["pi"]
     assert a["rng"] == b["rng"] and a["heads_labels"] == b["heads_labels"]
-    # Each process keeps exactly its slice of the shared mask in its loss.
+    # Each process keeps exactly its slice of the shared mask in its loss: masked, all 6 rows
+    # with the unselected ones zeroed; dropped, its selected rows, padded with masked rows to
+    # the larger process's count (TRL gathers per-row loss metrics: equal row counts).
     for step, d in enumerate(a["draws"]):
         flat = np.array(d["mask"]).reshape(-1)
-        assert a["local_loss_rows"][step] == [bool(x) for x in flat[:6]]
-        assert b["local_loss_rows"][step] == [bool(x) for x in flat[6:]]
+        n_rows = max(1, int(flat[:6].sum()), int(flat[6:].sum()))
+        for rank, local in ((a, flat[:6]), (b, flat[6:])):
+            if drop:
+                assert rank["update_rows"][step] == n_rows
+                assert sum(rank["local_loss_rows"][step]) == int(local.sum())
+            else:
+                assert rank["update_rows"][step] == 6
+                assert rank["local_loss_rows"][step] == [bool(x) for x in local]
+
+
+def _launch(out: Path, steps: int, *args: str, port: int) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+         "--master_port", str(port), str(HERE / "dist_pair_run.py"), str(out), str(steps),
+         *args],
+        capture_output=True, text=True, env=env, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_processes_take_the_same_step_with_and_without_dropping(tmp_path):
+    """drop_unselected_rows across processes (unequal kept rows, padding to equal counts, the
+    per-process loss factor, DDP's gradient average): one float64 SGD step is the masked
+    run's to 1e-10 relative."""
+    deltas = {}
+    for mode, port in (("mask", 29534), ("drop", 29535)):
+        out = tmp_path / mode
+        out.mkdir()
+        # one step: TRL's row shuffle draws from the torch generator, so a second step's
+        # sampling would differ between the runs
+        _launch(out, 1, mode, "float64", port=port)
+        deltas[mode] = np.load(out / "delta-rank0.npy")
+        # DDP keeps the replicas equal
+        np.testing.assert_array_equal(np.load(out / "delta-rank1.npy"), deltas[mode])
+        draws = json.loads((out / "draws-rank0.json").read_text())
+        if mode == "drop":  # the fixture exercises unequal kept counts
+            masks = [np.array(d["mask"]).reshape(2, -1).sum(-1) for d in draws["draws"]]
+            assert any(m[0] != m[1] for m in masks), masks
+    scale = np.abs(deltas["mask"]).max()
+    assert scale > 1e-6
+    np.testing.assert_allclose(deltas["drop"], deltas["mask"], rtol=1e-10, atol=1e-10 * scale)

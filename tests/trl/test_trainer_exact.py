@@ -40,6 +40,9 @@ def _spread_heads(trainer, seed: int = 0) -> None:
 
 
 def _exact_trainer(tmp_path, **overrides):
+    # The masked full batch: these tests index its rows by (prompt, candidate). Dropping the
+    # unselected rows gives the same step (tests/trl/test_drop_rows.py).
+    overrides.setdefault("drop_unselected_rows", False)
     reward = RecordingReward()
     trainer = make_trainer(
         tmp_path,

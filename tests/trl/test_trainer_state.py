@@ -48,7 +48,9 @@ def test_reward_exceptions_are_zero_reward_and_counted(tmp_path, caplog):
             raise RuntimeError("verifier crashed")
         return [1.0] * len(completion_ids)
 
-    trainer = make_trainer(tmp_path, reward=flaky_reward, per_device_train_batch_size=12)
+    # the masked full batch: its rows are indexed by (prompt, candidate) below
+    trainer = make_trainer(tmp_path, reward=flaky_reward, per_device_train_batch_size=12,
+                           drop_unselected_rows=False)
     out = scored_batch(trainer, 2)
     draw = trainer.last_draw
     lengths = out["completion_mask"].sum(-1).numpy().reshape(draw.mask.shape)
@@ -121,7 +123,8 @@ def test_practical_mode_standardises_pair_advantages_per_group(tmp_path):
                     for b in range(2)])
     want = raw / (std[:, None] + 1e-4)
     assert np.abs(want).max() > 0
-    np.testing.assert_allclose(out["advantages"].numpy().reshape(2, -1), want, rtol=1e-5,
+    # the update batch holds the selected rows only (drop_unselected_rows), in row order
+    np.testing.assert_allclose(out["advantages"].numpy(), want[draw.mask], rtol=1e-5,
                                atol=1e-6)
 
 

@@ -51,6 +51,9 @@ def trainer(checkpoint, tokenizer, tmp_path_factory):
         vllm_mode="colocate",
         vllm_importance_sampling_correction=False,
         vllm_max_model_length=128,
+        # The identity below indexes the whole masked batch by row; dropping the unselected
+        # rows (the default) is checked equal to masking in tests/trl/test_drop_rows.py.
+        drop_unselected_rows=False,
     )
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(trl_vllm, "LLM", functools.partial(trl_vllm.LLM, enforce_eager=True))
