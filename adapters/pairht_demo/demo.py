@@ -368,10 +368,7 @@ class _DrawMeter:
         draw = getattr(self.trainer, "last_draw", None)
         if draw is not None and draw is not self._seen:
             self._seen = draw
-            from pairht.estimators import token_counts
-
-            t = token_counts(np.asarray(draw.prefix_len), np.asarray(draw.suffix_len),
-                             np.asarray(draw.mask), np.asarray(draw.pi))
+            t = draw.generated_tokens()  # DPPO's pruned rows were generated all the same
             self.prefix += int(t.prefix)
             self.suffix += int(t.suffix)
             self.full_suffix_ht += t.full_suffix_ht

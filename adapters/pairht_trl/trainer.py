@@ -148,6 +148,17 @@ class DesignDraw:
     generated_mask: np.ndarray | None = None  # (B, G) bool
     generated_pi: np.ndarray | None = None  # (B, G)
 
+    def generated_tokens(self) -> Any:
+        """Token counts of what was *generated* (:func:`pairht.estimators.token_counts`): the
+        generation design's rows, which differ from ``mask`` only when DPPO pruned completed
+        rows after rewards."""
+        from pairht.estimators import token_counts
+
+        assert self.suffix_len is not None  # filled in by the generation step
+        mask = self.mask if self.generated_mask is None else self.generated_mask
+        pi = self.pi if self.generated_pi is None else self.generated_pi
+        return token_counts(self.prefix_len, self.suffix_len, mask, pi)
+
 
 class _PairOptions(TypedDict, total=False):
     """Options of :func:`pairht.step.plan_continuations` that only the "pair" rule takes."""
@@ -747,7 +758,7 @@ class PairGRPOTrainer(GRPOTrainer):
         }
 
     def _log_draw(self, draw: DesignDraw, weights: np.ndarray) -> None:
-        from pairht.estimators import ess, n_pairs, token_counts
+        from pairht.estimators import ess, n_pairs
 
         m = self._metrics["train"]
         # the generation step filled in the realised suffix lengths before this is logged
@@ -756,7 +767,7 @@ class PairGRPOTrainer(GRPOTrainer):
         # (they differ only when DPPO pruned completed rows)
         mask = draw.mask if draw.generated_mask is None else draw.generated_mask
         gen_pi = draw.pi if draw.generated_pi is None else draw.generated_pi
-        t = token_counts(draw.prefix_len, draw.suffix_len, mask, gen_pi)
+        t = draw.generated_tokens()
         prefix, suffix, full_suffix_ht = t.prefix, t.suffix, t.full_suffix_ht
         k = mask.sum(-1)
         c_sel = float(draw.c_hat[mask].sum())
