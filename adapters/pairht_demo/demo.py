@@ -763,8 +763,11 @@ def _explain(g: dict[str, float], p: dict[str, float], token_ratio: float) -> st
         if gen_ratio > token_ratio + 0.05 else "its generation time fell with its tokens"
     )
     why_upd = (
-        ", so the update does not shrink with the tokens PAIR skipped"
-        if upd_ratio > 0.85 else ""
+        "TRL's loss ran forward and backward over every row of PAIR's batch, the unselected "
+        "ones masked, so the update did not shrink with the tokens PAIR skipped"
+        if upd_ratio > 0.85 else
+        "PAIR's update runs over the continued rows only (drop_unselected_rows), so it "
+        "shrinks with the rows PAIR skipped"
     )
     return (
         f"PAIR's step took {ms(p['total'])} against GRPO's {ms(g['total'])} "
@@ -776,8 +779,7 @@ def _explain(g: dict[str, float], p: dict[str, float], token_ratio: float) -> st
         f"(prediction and refit) {ms(p['heads'])} and allocation with design draw "
         f"{ms(p['allocation'])}, {ratio(own, p['total'])} of its step. The policy update took "
         f"{ms(p['update'])} against GRPO's {ms(g['update'])} ({ratio(p['update'], g['update'])}; "
-        f"TRL's loss runs forward and backward over every row of the batch, PAIR's unselected "
-        f"rows masked, not removed{why_upd}). Timings are wall-clock: on a busy machine they "
+        f"{why_upd}). Timings are wall-clock: on a busy machine they "
         f"vary from run to run; the cpu s column is steadier."
     )
 

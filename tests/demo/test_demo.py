@@ -87,7 +87,11 @@ def test_explanation_names_latency_bound_decoding_and_the_full_update_when_measu
     text = " ".join(demo._explain(g, p, 0.6).split())
     assert "(450 ms in all, 0.90x GRPO's): a decode step of a tiny model" in text
     assert "its generation time fell less than its tokens" in text
-    assert "(0.90x; TRL's loss runs" in text and "does not shrink with the tokens" in text
+    assert "(0.90x; TRL's loss ran" in text and "did not shrink with the tokens" in text
+    # an update that shrank with the skipped rows is explained as the dropped rows
+    p2 = _split(prefix=0.1, continuation=0.35, heads=0.05, update=0.25)
+    text2 = " ".join(demo._explain(g, p2, 0.6).split())
+    assert "(0.50x; PAIR's update runs over the continued rows only" in text2
 
 
 def test_printed_verdict_says_so_when_pair_never_reaches_grpo():
