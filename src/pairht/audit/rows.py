@@ -76,7 +76,7 @@ from pairht.audit.base import (
 from pairht.audit.population import Population
 from pairht.designs import Bernoulli, MixedSize, make_design
 from pairht.step import group_design
-from pairht.step.embedding import MIN_FIXED_SIZE, fixed_base
+from pairht.step.embedding import below_fixed_size, fixed_base
 from pairht.step.plan import DEFAULT_PROXY, DEFAULT_SIZE
 
 #: Row groups, in table order: the trivial designs a user would try instead of PAIR are
@@ -167,7 +167,7 @@ def _build_designs(kind: str, pi: np.ndarray, cfg: AuditConfig, cache: dict[str,
         if kind == rdr or (kind.startswith("mixed_size") and kind.endswith(rdr)):
             kwargs = {"n_orders": cfg.n_orders, "rng": np.random.SeedSequence([cfg.seed, 7, q])}
         if kind.startswith("mixed_size"):
-            if finished is not None and pi[q][~finished[q]].sum() < MIN_FIXED_SIZE:
+            if finished is not None and below_fixed_size(pi[q][~finished[q]]):
                 return group_design("bernoulli", pi[q], finished[q])
             base = kind.partition(":")[2] or "conditional_poisson"
             return MixedSize(pi[q], base=base, **kwargs)
@@ -288,7 +288,7 @@ def _component_designs(kind: str, pi: np.ndarray, info: dict[str, Any], pop: Pop
         if base == "randomized_dependent_rounding":
             kw = {"n_orders": cfg.n_orders, "rng": np.random.SeedSequence([cfg.seed, 7, q])}
         if not fixed[q]:
-            if pi[q][~fin[q]].sum() < MIN_FIXED_SIZE:
+            if below_fixed_size(pi[q][~fin[q]]):
                 return group_design("bernoulli", pi[q], fin[q])
             return MixedSize(pi[q], base=base, **kw)
         return MixedSize.from_components(info["pi_lo"][q], info["pi_hi"][q],

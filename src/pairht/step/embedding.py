@@ -112,6 +112,13 @@ class WithFinished(Design):
 MIN_FIXED_SIZE = 2.0
 
 
+def below_fixed_size(pi_u: ArrayLike) -> bool:
+    """Whether a fixed-size design over the unfinished candidates with marginals ``pi_u`` is
+    drawn Bernoulli instead: expected size ``sum(pi_u) < MIN_FIXED_SIZE`` (see
+    :func:`unfinished_design`; the audit's fixed-size rows apply the same rule)."""
+    return float(np.sum(pi_u)) < MIN_FIXED_SIZE
+
+
 def unfinished_design(kind: str, pi_u: ArrayLike, rng: RNGLike = None,
                       **kwargs: Any) -> Design:
     r"""The design named ``kind`` over the unfinished candidates, at any ``sum(pi_u)``.
@@ -139,7 +146,7 @@ def unfinished_design(kind: str, pi_u: ArrayLike, rng: RNGLike = None,
     name = step_design_kind(kind)
     pi = np.asarray(pi_u, dtype=np.float64)
     cls = DESIGNS[name]
-    if pi.size == 1 or (cls.fixed_size and pi.sum() < MIN_FIXED_SIZE):
+    if pi.size == 1 or (cls.fixed_size and below_fixed_size(pi)):
         return Bernoulli(pi)
     extra = dict(kwargs)
     if cls.fixed_size:
