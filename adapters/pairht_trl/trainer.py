@@ -148,16 +148,20 @@ class DesignDraw:
     generated_mask: np.ndarray | None = None  # (B, G) bool
     generated_pi: np.ndarray | None = None  # (B, G)
 
+    def generation_design(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(mask, pi)`` of the generation design: ``mask``/``pi`` unless DPPO pruned
+        completed rows after rewards (then the design that generated them)."""
+        mask = self.mask if self.generated_mask is None else self.generated_mask
+        pi = self.pi if self.generated_pi is None else self.generated_pi
+        return mask, pi
+
     def generated_tokens(self) -> Any:
-        """Token counts of what was *generated* (:func:`pairht.estimators.token_counts`): the
-        generation design's rows, which differ from ``mask`` only when DPPO pruned completed
-        rows after rewards."""
+        """Token counts of what was *generated* (:func:`pairht.estimators.token_counts`) on the
+        rows of :meth:`generation_design`."""
         from pairht.estimators import token_counts
 
         assert self.suffix_len is not None  # filled in by the generation step
-        mask = self.mask if self.generated_mask is None else self.generated_mask
-        pi = self.pi if self.generated_pi is None else self.generated_pi
-        return token_counts(self.prefix_len, self.suffix_len, mask, pi)
+        return token_counts(self.prefix_len, self.suffix_len, *self.generation_design())
 
 
 class _PairOptions(TypedDict, total=False):
@@ -765,8 +769,7 @@ class PairGRPOTrainer(GRPOTrainer):
         assert draw.suffix_len is not None
         # generation cost on the rows generated; edges and weights on the estimator's rows
         # (they differ only when DPPO pruned completed rows)
-        mask = draw.mask if draw.generated_mask is None else draw.generated_mask
-        gen_pi = draw.pi if draw.generated_pi is None else draw.generated_pi
+        mask, gen_pi = draw.generation_design()
         t = draw.generated_tokens()
         prefix, suffix, full_suffix_ht = t.prefix, t.suffix, t.full_suffix_ht
         k = mask.sum(-1)
