@@ -115,6 +115,10 @@ def main(argv: list[str] | None = None) -> None:
                               processing_class=tok)
     trainer.train()
     print("vLLM requests and tokens:", trainer.generation_backend.stats)
+    # every process of a multi-process run ends its process group itself (PyTorch's rule; left
+    # to interpreter shutdown, a gloo or NCCL group can abort the process after training)
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

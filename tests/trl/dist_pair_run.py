@@ -13,6 +13,7 @@ import os
 import sys
 
 import numpy as np
+import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -56,6 +57,12 @@ def main(out_dir: str, steps: int, drop: bool, float64: bool = False) -> None:
                    "heads_labels": trainer.head_trainer.n_labels,
                    "rng": str(trainer.design_rng.bit_generator.state)}, fh)
     assert np.isfinite(trainer.state.log_history[-1].get("train_loss", 0.0))
+    # Without this the gloo process group is torn down during interpreter finalisation, where
+    # its worker threads can abort the process ("terminate called without an active
+    # exception", SIGABRT) after training succeeded: seen once in CI. PyTorch documents
+    # destroy_process_group() at the end of every trainer process.
+    trainer.accelerator.wait_for_everyone()
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
