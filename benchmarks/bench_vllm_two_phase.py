@@ -20,6 +20,11 @@ The engine runs in float32 with prefix caching and blocks of 32 tokens. Three pa
      resumed to the end (``continue_selected``): the cost of budget ratio 0.5 with flat
      predictions.
 
+   Rows cycle through 32 prompts, or with ``--group-size G`` repeat each prompt ``G`` times in a
+   row, as a GRPO batch does. ``--feature-ab`` (default on) also times the features forward
+   without prompt sharing (``share_prompts=False``) on the same rows, outside the timed
+   generation, and prints the CPU-time ratio with it in place of the shared one: the cost
+   before the shared-prompt forward, from the same run.
    Repeats alternate the order (A/B, B/A) and reset the prefix cache before each generation.
    Printed per batch size: tokens, seconds, the token ratio and the wall and CPU-time ratios
    (mean and a 95 % t-interval over repeats), both also without the features forward (the
@@ -88,6 +93,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-len", type=int, default=None, help="max_completion_length (128)")
     p.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS (see docstring)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--group-size", type=int, default=None,
+                   help="rows repeat each prompt this many times, consecutively, as a GRPO "
+                        "batch does (default: cycle through the 32 prompts, as earlier runs)")
+    p.add_argument("--feature-ab", action=argparse.BooleanOptionalAction, default=True,
+                   help="also time the features forward without prompt sharing on the same "
+                        "rows (the cost before sharing), after each two-phase generation")
     p.add_argument("--shim-ab", action=argparse.BooleanOptionalAction, default=None,
                    help="part 2 (default: on, off with --quick)")
     p.add_argument("--no-step", dest="step", action="store_false")
@@ -265,6 +276,13 @@ def two_phase(llm: Any, tok: Any, policy: Any, rows: list, a: argparse.Namespace
     finally:
         tp.prefix_features = features
     (t_feat, c_feat), = spent
+    c_unshared = math.nan
+    if getattr(a, "feature_ab", False):
+        # The same forward without prompt sharing (what phase 1 ran before it), outside the
+        # timed generation: its CPU time replaces the shared one in the "unshared" ratios.
+        _, _, c_unshared = timed(functools.partial(
+            features, window=two.feature_window, pad_token_id=two.pad_token_id,
+            share_prompts=False), policy, rows, prefix.prefix_ids)
     s = two.stats
     # phase 2 recomputes the last, partial KV block of prompt + prefix (only full blocks of 32
     # are cached): prompt + prefix tokens beyond the last full block, at least one
@@ -273,6 +291,7 @@ def two_phase(llm: Any, tok: Any, policy: Any, rows: list, a: argparse.Namespace
     resumed_prefix = sum(len(prefix.prefix_ids[i]) for i in half)
     return dict(tokens=s["prefix_tokens_generated"] + s["suffix_tokens_generated"],
                 t=t2 - t0, t1=t1 - t0, t2=t2 - t1, feat=t_feat, cpu=c2 - c0, cpu_feat=c_feat,
+                cpu_feat_unshared=c_unshared,
                 prefix=float(np.mean([len(p) for p in prefix.prefix_ids])),
                 discarded=s["prefix_tokens_discarded"], recompute=recompute,
                 resumed=len(half), resumed_prefix=resumed_prefix)
@@ -283,14 +302,16 @@ def generation_part(llm: Any, tok: Any, policy: Any, prompts: list,
     import numpy as np
 
     print(f"\n== 1. generation: two phase (tau {a.tau}, window {a.snap_window}, then half the "
-          f"rows resumed) vs single phase, max_completion_length {a.max_len}, EOS biased out",
-          flush=True)
+          f"rows resumed) vs single phase, max_completion_length {a.max_len}, EOS biased out; "
+          + ("rows cycle through the 32 prompts" if a.group_size is None
+             else f"{a.group_size} consecutive rows per prompt"), flush=True)
     warm = backend(llm, tok, a, 123)  # first requests allocate and warm the kernels
     warm.generate_full(policy, prompts[:2])
     warm.continue_selected(policy, warm.generate_prefixes(policy, prompts[:2]), [0])
     fits = []
     for n_rows in a.rows:
-        rows = [prompts[i % len(prompts)] for i in range(n_rows)]
+        rows = ([prompts[i % len(prompts)] for i in range(n_rows)] if a.group_size is None
+                else [prompts[(i // a.group_size) % len(prompts)] for i in range(n_rows)])
         runs = []
         for r in range(a.repeats):
             seed = a.seed + 1000 * (r + 1) + n_rows
@@ -303,8 +324,8 @@ def generation_part(llm: Any, tok: Any, policy: Any, prompts: list,
                   f"(phase 1 {t['t1']:.1f}s incl. features {t['feat']:.1f}s, phase 2 "
                   f"{t['t2']:.1f}s; mean prefix {t['prefix']:.1f}, overshoot "
                   f"{t['discarded']}, phase-2 recomputed prefill {t['recompute']}) | CPU s "
-                  f"single {s['cpu']:.1f}, two {t['cpu']:.1f} (features {t['cpu_feat']:.1f})",
-                  flush=True)
+                  f"single {s['cpu']:.1f}, two {t['cpu']:.1f} (features {t['cpu_feat']:.1f}; "
+                  f"unshared {t['cpu_feat_unshared']:.1f})", flush=True)
         tok_r = [t["tokens"] / s["tokens"] for s, t in runs]
         wall_r = [t["t"] / s["t"] for s, t in runs]
         eng_r = [(t["t"] - t["feat"]) / s["t"] for s, t in runs]
@@ -313,6 +334,13 @@ def generation_part(llm: Any, tok: Any, policy: Any, prompts: list,
         print(f"  rows {n_rows:>3}: token ratio {fmt(tok_r)} | wall ratio {fmt(wall_r)} "
               f"(without features {fmt(eng_r)}) | CPU-time ratio {fmt(cpu_r)} (without "
               f"features {fmt(cpu_eng)})", flush=True)
+        if a.feature_ab:
+            before = [(t["cpu"] - t["cpu_feat"] + t["cpu_feat_unshared"]) / s["cpu"]
+                      for s, t in runs]
+            print(f"  rows {n_rows:>3}: CPU-time ratio with the unshared features forward "
+                  f"(before prompt sharing) {fmt(before)}; features CPU shared / unshared "
+                  f"{fmt([t['cpu_feat'] / t['cpu_feat_unshared'] for _, t in runs])}",
+                  flush=True)
         print(f"  rows {n_rows:>3}: wall - token {fmt([w - k for w, k in zip(wall_r, tok_r)])}"
               f" | CPU - token {fmt([c - k for c, k in zip(cpu_r, tok_r)])}", flush=True)
         per_step = [s["cpu"] / a.max_len for s, _ in runs]

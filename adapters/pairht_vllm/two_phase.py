@@ -12,7 +12,8 @@ Implements :class:`pairht_rollout.contract.TwoPhaseBackend`, as the transformers
     phase 2 leaves every completion distributed exactly as one uninterrupted sample. The prefix
     features the heads read come from one no-grad forward of the *training* policy on
     prompt + prefix (:func:`pairht_rollout.features.prefix_features`): vLLM does not return
-    hidden states.
+    hidden states. That forward computes each group's prompt (and a preamble common to the
+    batch) once and only then every row's prefix, since the ``G`` rows of a group share it.
 ``continue_selected(model, prefix, selected) -> list[list[int]]``
     Phase 2. Each selected, unfinished row is a new request whose prompt is
     ``TokensPrompt(prompt_token_ids=prompt + prefix)`` with ``max_tokens =

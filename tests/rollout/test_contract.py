@@ -111,6 +111,20 @@ def test_features_are_the_policy_forward_on_prompt_plus_prefix(make_backend, hf_
     torch.testing.assert_close(prefix.features, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_features_of_groups_sharing_a_prompt_are_the_full_forward(
+    make_backend, hf_model, prompts
+):
+    # GRPO rows: each prompt repeated G times (the vLLM backend's features then compute each
+    # prompt once; the transformers backend reads its own cache): both must equal the full
+    # forward on prompt + prefix of every row.
+    backend = make_backend()
+    grouped = [p for p in prompts[:4] for _ in range(4)]
+    prefix = backend.generate_prefixes(hf_model, grouped)
+    expected = prefix_features(hf_model, grouped, prefix.prefix_ids, window=16, pad_token_id=0,
+                               share_prompts=False)
+    torch.testing.assert_close(prefix.features, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_a_prefix_result_is_continued_once(make_backend, hf_model, prompts):
     backend = make_backend()
     prefix = backend.generate_prefixes(hf_model, prompts[:3])

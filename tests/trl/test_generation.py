@@ -314,6 +314,28 @@ def test_features_equal_a_no_grad_forward(model, tokenizer, prompts, window):
     torch.testing.assert_close(batched, ref, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("window", [16, 3])
+def test_features_of_repeated_prompts_equal_a_no_grad_forward(model, tokenizer, prompts, window):
+    # GRPO rows repeat each prompt: prefix_features then computes each prompt once and expands
+    # its cache (transformers' DynamicCache API, checked here at the lowest supported version
+    # too by make test-lower).
+    tp = _two_phase(tokenizer, feature_window=window)
+    grouped = [p for p in prompts for _ in range(3)]
+    res = tp.generate_prefixes(model, grouped)
+    ref = torch.stack(
+        [
+            _features_one_row(model, p, q, window)
+            for p, q in zip(grouped, res.prefix_ids, strict=True)
+        ]
+    )
+    shared = prefix_features(model, grouped, res.prefix_ids, window=window, pad_token_id=PAD)
+    full = prefix_features(
+        model, grouped, res.prefix_ids, window=window, pad_token_id=PAD, share_prompts=False
+    )
+    torch.testing.assert_close(shared, ref, atol=1e-5, rtol=0)
+    torch.testing.assert_close(shared, full, atol=1e-5, rtol=1e-5)
+
+
 # ----------------------------------------------------------------------------- bad input
 
 
