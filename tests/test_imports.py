@@ -101,3 +101,100 @@ def test_the_step_plans_without_torch():
         print("ok", plan.pi.shape)
     """, HEAVY)
     assert done.returncode == 0 and "ok (1, 3)" in done.stdout, done.stdout + done.stderr
+
+
+def test_verifiers_import_nothing_from_the_trl_adapter():
+    for path in _files(ROOT / "adapters" / "pairht_verifiers"):
+        bad = {m for m in _imports(path) if m.split(".")[0] in ("pairht_trl", "pairht_rollout")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_comparators_never_import_the_step():
+    # The step's registry reads pairht.comparators.COMPARATORS on first lookup; the reverse
+    # edge (even inside a function) would make the two a circle.
+    for path in _files(ROOT / "src" / "pairht" / "comparators"):
+        bad = {m for m in _imports(path) if m == "pairht.step" or m.startswith("pairht.step.")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def _module_names() -> dict[str, Path]:
+    names = {}
+    for base in (ROOT / "src", ROOT / "adapters"):
+        for path in base.rglob("*.py"):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            names[".".join(parts)] = path
+    return names
+
+
+def _import_time_edges(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
+    """Modules of this tree that ``path`` imports when it is imported (module level, outside
+    ``if TYPE_CHECKING:``), ``from a import b`` counting ``a.b`` when that is a module. Edges
+    to the module's own enclosing packages are left out (Python imports them first anyway)."""
+    out: set[str] = set()
+
+    def visit(body):
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, ast.Import):
+                out.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                out.add(node.module)
+                out.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for field in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, field, []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+
+    visit(ast.parse(path.read_text(), filename=str(path)).body)
+    parents = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+    return {m for m in out if m in modules and m != name and m not in parents}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of two or more modules (Tarjan): the import circles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            connect(v)
+    return circles
+
+
+def test_no_import_time_circles_in_the_core_or_the_adapters():
+    modules = _module_names()
+    graph = {name: _import_time_edges(path, name, modules) for name, path in modules.items()}
+    assert len(graph) > 50 and sum(map(len, graph.values())) > 100  # the graph was read
+    assert "pairht.estimators" in graph["pairht.step.plan"]
+    assert not _circles(graph), f"import circles: {_circles(graph)}"
+    # ... and the check would see one: the step imports the estimators, add the reverse edge.
+    graph["pairht.estimators"] = graph["pairht.estimators"] | {"pairht.step.plan"}
+    assert ["pairht.estimators", "pairht.step.plan"] in _circles(graph)

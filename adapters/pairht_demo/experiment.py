@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from pairht.comparators import COMPARATORS
 from pairht_demo import demo, toy
 from pairht_demo.chain import CHAIN_TASK
 
@@ -94,8 +95,8 @@ ARMS: dict[str, Arm] = {
     ),
     "dppo": Arm(
         "pair", {"allocator": "dppo"},
-        description="DPPO at plan time: every candidate completed (its pruning saves backward "
-                    "compute only, not applied here)",
+        description="DPPO: every candidate completed, then pruned after rewards with "
+                    "inverse-keep-probability weights (saves update compute, not generation)",
     ),
     "pair_joint": Arm(
         "pair", {"allocator": "pair_joint"},
@@ -103,8 +104,10 @@ ARMS: dict[str, Arm] = {
     ),
 }
 
-#: The comparator arms (``--arms comparators`` in the CLI).
-COMPARATOR_ARMS = ("vip", "hora", "duet", "dppo", "pair_joint")
+#: The comparator arms (``--arms comparators`` in the CLI): the arms of :data:`ARMS` whose
+#: allocator is one of :data:`pairht.comparators.COMPARATORS`, in :data:`ARMS` order.
+COMPARATOR_ARMS = tuple(name for name, arm in ARMS.items()
+                        if arm.options.get("allocator") in COMPARATORS)
 
 DEFAULT_ARMS = ("grpo", "grpo_small", "pair", "pair_fixed")
 

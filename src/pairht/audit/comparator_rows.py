@@ -61,8 +61,8 @@ from pairht.audit.base import (
     two_phase_accounting,
 )
 from pairht.audit.population import Population
-from pairht.audit.rows import AuditRow, register_row
-from pairht.comparators import COMPARATORS, dppo_keep_probabilities
+from pairht.audit.rows import ROWS, AuditRow, register_row
+from pairht.comparators import COMPARATORS, dppo_design, dppo_keep_probabilities, dppo_sample
 from pairht.designs import Bernoulli, make_design
 from pairht.designs.base import Design, all_masks
 
@@ -235,24 +235,30 @@ class PairJointRow(AuditRow):
 class PrunedBernoulli(Design):
     r"""DPPO's pruning of one prompt: kept with probability ``q``, then each completion
     independently with ``o_i``: ``pi_i = q o_i``, ``rho_ij = q o_i o_j`` (``i != j``),
-    ``P(S) = (1 - q) 1[S = {}] + q prod_{i in S} o_i prod_{i notin S} (1 - o_i)``."""
+    ``P(S) = (1 - q) 1[S = {}] + q prod_{i in S} o_i prod_{i notin S} (1 - o_i)``.
+
+    ``pi``, ``rho`` and the draw are the comparator's own (:func:`~pairht.comparators.dppo_design`,
+    :func:`~pairht.comparators.dppo_sample`, as the trainer uses them); this class adds the
+    support the audit's exact moments enumerate."""
 
     name = "dppo_pruning"
 
     def __init__(self, q: float, o: np.ndarray) -> None:
         self.q = float(q)
         self.o = np.asarray(o, dtype=np.float64)
-        super().__init__(self.q * self.o)
+        pi, joint = dppo_design(np.array([self.q]), self.o[None, :])
+        self._rho = joint[0]
+        super().__init__(pi[0])
 
     def _joint(self) -> np.ndarray:
-        return self.q * np.outer(self.o, self.o)
+        return self._rho
 
     def _inclusion_rows(self, rows: np.ndarray) -> np.ndarray:
         return self.q * np.prod(self.o[rows], axis=1)
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
-        kept = rng.random((size, 1)) < self.q
-        return kept & (rng.random((size, self.o.size)) < self.o)
+        return dppo_sample(np.full(size, self.q), np.broadcast_to(self.o, (size, self.o.size)),
+                           rng)
 
     def _support(self) -> tuple[np.ndarray, np.ndarray]:
         masks = all_masks(self.o.size)
@@ -289,5 +295,5 @@ class DPPORow(AuditRow):
                     **two_phase_accounting(pop))
 
 
-#: The comparator rows, in table order.
-COMPARATOR_ROWS = ("vip", "vip_oracle", "hora", "hora_oracle", "duet", "pair_joint", "dppo")
+#: The comparator rows, in table order: the keys this module registered, read off the registry.
+COMPARATOR_ROWS = tuple(key for key, row in ROWS.items() if type(row).__module__ == __name__)

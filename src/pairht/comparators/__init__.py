@@ -2,10 +2,9 @@
 
 numpy/scipy only. Each comparator is a pure function of its inputs (in its module) plus one
 small allocator object (:mod:`pairht.comparators.allocators`) that ``pairht.step`` can call by
-name: ``pairht.step`` registers them in its ``ALLOCATORS`` on first lookup
-(:func:`register_comparators`); this package never imports ``pairht.step`` at import time, so
-imports run one way. VIGOR (cited in the paper's table) could not be found and is not
-implemented.
+name: ``pairht.step`` registers :data:`COMPARATORS` in its ``ALLOCATORS`` on first lookup;
+this package never imports ``pairht.step``, so imports run one way. VIGOR (cited in the
+paper's table) could not be found and is not implemented.
 """
 
 from pairht.comparators.allocators import (
@@ -17,7 +16,6 @@ from pairht.comparators.allocators import (
     PairJointAllocator,
     VIPAllocator,
     comparator_plan,
-    register_comparators,
 )
 from pairht.comparators.dppo import (
     dppo_design,
@@ -53,7 +51,6 @@ __all__ = [
     "informativeness",
     "pair_joint_allocate",
     "proportional_counts",
-    "register_comparators",
     "variance_shape",
     "vip_group_sizes",
 ]

@@ -4,8 +4,8 @@ Each allocator is one small object with a ``name`` and
 ``pi(inputs, **options) -> (pi, info)``: ``pi`` is ``(B, G)`` over all candidates (finished
 = 1) and ``info`` holds per-prompt ``status`` and ``converged`` plus what the method decided
 (``k``: continuations per prompt, ``joint``: the exact ``rho`` of the design the comparator
-means, ``design``). :data:`COMPARATORS` maps names to objects; :func:`register_comparators`
-adds them to ``pairht.step.ALLOCATORS`` when that module is importable.
+means, ``design``). :data:`COMPARATORS` maps names to objects; ``pairht.step.ALLOCATORS``
+reads this table on its first lookup (this module never imports ``pairht.step``).
 
 What each estimator is unbiased for (``G``-candidate complete pair target ``g_pair`` of each
 group; see ``docs/comparators.md``):
@@ -257,15 +257,3 @@ def comparator_plan(inputs: StepInputsLike, name: str, rng: RNGLike = None,
         selected = np.ones(pi.shape, dtype=bool)
     return ComparatorPlan(pi=pi, selected=selected, joint=info["joint"], info=info,
                           allocator=name)
-
-
-def register_comparators() -> bool:
-    """Add :data:`COMPARATORS` to ``pairht.step``'s registry; ``False`` if it is absent."""
-    try:
-        from pairht.step import ALLOCATORS, register_allocator
-    except ImportError:
-        return False
-    for name, obj in COMPARATORS.items():
-        if name not in ALLOCATORS:
-            register_allocator(name)(obj)
-    return True

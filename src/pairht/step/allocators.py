@@ -60,11 +60,12 @@ class AllocatorRegistry(Mapping[str, "Allocator"]):
     def _load(self) -> None:
         if not self._complete:
             self._complete = True  # before the import: registering reads the registry
-            try:
-                from pairht.comparators.allocators import register_comparators
-            except ImportError:  # pragma: no cover - the comparators are part of the core
-                return
-            register_comparators()
+            # One way: the step reads the comparators' table; they never import the step.
+            from pairht.comparators.allocators import COMPARATORS
+
+            for name, obj in COMPARATORS.items():
+                if name not in self._entries:
+                    register_allocator(name)(obj)
 
     def __getitem__(self, name: str) -> Allocator:
         self._load()
