@@ -204,6 +204,7 @@ PAIR_FIELD_RULES: dict[str, Rule] = {
     "design_seed": _integer(0, optional=True),
     "head_kind": _one_of(head_kinds, "pairht_trl.heads.HEAD_KINDS"),
     "head_refit_every": _integer(1),
+    "head_refit_growth": _real(0.0, math.inf, closed_hi=False),
     "head_width": _integer(1),
     "head_feature_window": _integer(1),
     "head_lr": _real(0.0, math.inf, closed_hi=False),
@@ -340,10 +341,12 @@ class PairGRPOConfig(GRPOConfig):
         row-mean loss, no entropy bonus; ``True`` otherwise raises ``ValueError``. ``None``
         (default): ``True`` exactly when those rules hold (so with the defaults, ``dr_grpo`` and
         ``gradient_accumulation_steps=1``), else ``False`` (masking, as before).
-    head_refit_every : int
-        Linear heads: once the replay window holds more than 1024 labels, refit the probe on
-        every k-th update only (default 4; labels are still added and scored in between). See
-        :class:`pairht_trl.heads.HeadTrainer`.
+    head_refit_every, head_refit_growth : int, float
+        Linear heads: refit the probe when it is ``head_refit_every`` updates old (default 4)
+        or when the labels added since its fit reach ``head_refit_growth`` times the labels it
+        was fitted on (default 0.25), whichever comes first; labels are still added and scored
+        in between. ``head_refit_every=1`` refits on every update. See
+        :class:`pairht_trl.heads.HeadTrainer` (``refit_every``, ``refit_growth``).
     shrink_to_skill : bool
         Shrink the heads' predictions toward their group mean by the heads' measured held-out
         skill (prequential Brier skill for success, R^2 of log cost for cost, clipped to
@@ -403,7 +406,11 @@ class PairGRPOConfig(GRPOConfig):
         metadata={"help": "Prefix heads: 'linear' (cross-validated probe) or 'mlp' (paper)."},
     )
     head_refit_every: int = field(
-        default=4, metadata={"help": "Linear heads: refit the probe every k-th update."}
+        default=4, metadata={"help": "Linear heads: refit the probe at least every k updates."}
+    )
+    head_refit_growth: float = field(
+        default=0.25,
+        metadata={"help": "Linear heads: also refit once the unseen labels reach this share."},
     )
     head_width: int = field(default=256, metadata={"help": "Prefix head MLP width."})
     head_feature_window: int = field(default=16, metadata={"help": "Hidden states averaged."})

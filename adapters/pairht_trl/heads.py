@@ -235,12 +235,19 @@ class HeadTrainer:
         Newest fraction of the window the MLP temperature is fitted on (paper: 1/4).
     n_components : int or None
         Principal directions the linear probe keeps (:func:`~pairht.heads_fit.fit_linear_probe`).
-    refit_every, refit_below : int
-        ``head="linear"``: once the window holds more than ``refit_below`` labels (default
-        1024), refit the cross-validated probe on every ``refit_every``-th ``update`` only
-        (default 4; below that, and at the first update, always). In between, new labels are
-        added to the window and scored prequentially by the probe in use; the refit's cost
-        grows with the window, and this keeps it off most late steps.
+    refit_every, refit_growth, refit_below : int, float or None, int
+        ``head="linear"``: when to refit the cross-validated probe. An ``update`` refits when
+        the probe is older than ``refit_every - 1`` updates (default 4: at most three updates
+        without a refit), or when the labels added since the last refit reach ``refit_growth``
+        times the labels that refit saw (default 0.25; None: off), or while the window holds
+        at most ``refit_below`` labels (default 0: never on this ground), and always at the
+        first update. In between, new labels are added to the window and scored
+        prequentially by the probe in use. Why: a refit is 45 Newton solves (4-fold
+        cross-validation over 11 penalties) at any window size, the largest share of the
+        heads' time in a PAIR step, while what it changes shrinks as the window grows; the
+        growth rule refits on every update while each batch is a large share of the window
+        (the first five updates at a constant batch size), then every second, third and
+        fourth. ``refit_every=1`` refits on every update.
     device : str or torch.device
     seed : int
         Seeds head initialisation and minibatch draws (no global RNG is touched).
@@ -276,7 +283,8 @@ class HeadTrainer:
         temperature_fraction: float = 0.25,
         n_components: int | None = 64,
         refit_every: int = 4,
-        refit_below: int = 1024,
+        refit_growth: float | None = 0.25,
+        refit_below: int = 0,
         device: str | torch.device = "cpu",
         seed: int = 0,
     ):
@@ -284,6 +292,14 @@ class HeadTrainer:
             raise ValueError(f"refit_every must be an int >= 1; got refit_every = {refit_every!r}")
         if isinstance(refit_below, bool) or not isinstance(refit_below, int) or refit_below < 0:
             raise ValueError(f"refit_below must be an int >= 0; got refit_below = {refit_below!r}")
+        if refit_growth is not None and not (
+            isinstance(refit_growth, (int, float)) and not isinstance(refit_growth, bool)
+            and 0 < refit_growth < math.inf
+        ):
+            raise ValueError(
+                f"refit_growth must be a finite number > 0 or None; got refit_growth = "
+                f"{refit_growth!r}"
+            )
         if head not in HEAD_KINDS:
             raise ValueError(f"head must be one of {HEAD_KINDS}; got head = {head!r}")
         if replay < 1:
@@ -310,6 +326,7 @@ class HeadTrainer:
         self.temperature_fraction = float(temperature_fraction)
         self.n_components = n_components
         self.refit_every = refit_every
+        self.refit_growth = None if refit_growth is None else float(refit_growth)
         self.refit_below = refit_below
         self.device = torch.device(device)
         self._fixed_cost_scale = cost_scale is not None
@@ -331,6 +348,13 @@ class HeadTrainer:
         self._held_out = torch.zeros((0, 4), dtype=torch.float64)
         self._n_new = 0
         self.n_updates = 0
+        # the linear probe's refit schedule: labels the last refit saw, labels added since,
+        # updates since (see `refit_every`, `refit_growth`)
+        self._fitted_on = 0
+        self._added_since_fit = 0
+        self._updates_since_fit = 0
+        #: Updates that refitted the linear probe (a refit-schedule diagnostic).
+        self.n_refits = 0
 
     # ------------------------------------------------------------------ prediction
     @property
@@ -454,6 +478,7 @@ class HeadTrainer:
         self._pi = torch.cat([self._pi, torch.as_tensor(p.reshape(-1))[keep]])
         self._held_out = torch.cat([self._held_out, held_out])
         self._n_new += int(keep.sum())
+        self._added_since_fit += int(keep.sum())
         if self.n_labels > self.replay:
             drop = self.n_labels - self.replay
             self._features = self._features[drop:]
@@ -546,15 +571,10 @@ class HeadTrainer:
                 self.lagged_heads.cost_scale.fill_(self._cost_scale)
             self._fixed_cost_scale = True
         w_bar = float((1.0 / self._pi).mean())
-        # The cross-validated refit grows with the replay window (about 0.2 s per update at
-        # 2,000 labels on one CPU core, ~30% of a toy PAIR step): once the window holds more
-        # than `refit_below` labels, refit every `refit_every`-th update only (while it is
-        # small, every update: that is when a refit changes the probe most and costs least).
-        # New labels are still scored prequentially by the probe in use.
-        amortised = n > self.refit_below and self.n_updates % self.refit_every != 0
-        if self.head == "linear" and self.probe is not None and amortised:
+        if self.head == "linear" and self.probe is not None and not self._refit_due(n):
             loss_p, loss_c = self._probe_losses(w_bar)
             temperature = self.probe.temperature
+            self._updates_since_fit += 1
         elif self.head == "linear":
             # One BLAS thread: the refit is many small solves, where OpenBLAS's per-core pool
             # only spins (10-30x slower on a busy two-core machine, docs/experiment.md).
@@ -568,6 +588,8 @@ class HeadTrainer:
             self.probe = fitted
             loss_p, loss_c = self._probe_losses(w_bar)
             temperature = fitted.temperature
+            self._fitted_on, self._added_since_fit, self._updates_since_fit = n, 0, 0
+            self.n_refits += 1
         else:
             loss_p, loss_c, temperature = self._update_mlp(n, w_bar)
         self._n_new = 0
@@ -580,6 +602,24 @@ class HeadTrainer:
             "n_labels": n,
             "n_new": n_new,
         }
+
+    def _refit_due(self, n: int) -> bool:
+        """Whether this ``update`` refits the linear probe (``n`` labels in the window).
+
+        The cross-validated refit is 45 Newton solves whatever the window holds, so a small
+        window is not cheap (measured at the demo's 64 features: 40-70 ms of CPU at 150
+        labels, only 2-4x that at 1,500), and on a growing window most of it goes to probes
+        that the next refit replaces: a batch that adds a quarter to the
+        window moves the probe, one that adds a twentieth hardly does. So refit when the
+        unseen labels are a large enough share (``refit_growth``), and at least every
+        ``refit_every`` updates so that the probe follows the policy's drifting features
+        (``tests/trl/test_heads.py`` checks the held-out skill against refitting on every
+        update).
+        """
+        if self._updates_since_fit + 1 >= self.refit_every or n <= self.refit_below:
+            return True
+        growth = self.refit_growth
+        return growth is not None and self._added_since_fit >= growth * self._fitted_on
 
     def _update_mlp(self, n: int, w_bar: float) -> tuple[float, float, float]:
         before = copy.deepcopy(self.heads.state_dict()) if self.lagged else None
@@ -634,6 +674,8 @@ class HeadTrainer:
             "held_out": self._held_out.clone(),
             "n_new": self._n_new,
             "n_updates": self.n_updates,
+            "refit_schedule": [self._fitted_on, self._added_since_fit, self._updates_since_fit,
+                               self.n_refits],
             "fixed_cost_scale": self._fixed_cost_scale,
             "cost_scale": self._cost_scale,
             "generator": self.generator.get_state(),
@@ -669,6 +711,11 @@ class HeadTrainer:
         )
         self._n_new = int(sd["n_new"])
         self.n_updates = int(sd["n_updates"])
+        # States written before the refit schedule existed: refit at the next update.
+        fitted_on, added, since, refits = sd.get(
+            "refit_schedule", [0, 0, self.refit_every, self.n_updates])
+        self._fitted_on, self._added_since_fit = int(fitted_on), int(added)
+        self._updates_since_fit, self.n_refits = int(since), int(refits)
         self._fixed_cost_scale = bool(sd["fixed_cost_scale"])
         self._cost_scale = float(sd.get("cost_scale", float(self.heads.cost_scale)))
         self.generator.set_state(sd["generator"])

@@ -404,6 +404,7 @@ class PairGRPOTrainer(GRPOTrainer):
             hidden,
             head=a.head_kind,
             refit_every=a.head_refit_every,
+            refit_growth=a.head_refit_growth,
             width=a.head_width,
             lr=a.head_lr,
             replay=a.head_replay,

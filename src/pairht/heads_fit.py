@@ -116,37 +116,46 @@ def fit_logistic(
     >>> bool(a[0] > 0)
     True
     """
-    d = X.shape[1]
+    # Cost: the probe's cross-validation calls this 45 times per refit (4 folds x 11 penalties
+    # + the final fit), a few Newton steps each, and the refit is most of a PAIR step's head
+    # time. So each step forms the Hessian as one symmetric product ``Xs^T Xs`` with
+    # ``Xs = sqrt(h) [X, 1]`` (BLAS syrk: half the flops of ``X^T (h X)``), keeps ``z`` from
+    # the accepted line-search point instead of recomputing ``X a + b``, and backtracks along
+    # ``dz = X da + db`` (one matrix-vector product per step, not one per trial).
+    n, d = X.shape
     ws = w / w.sum()
     a = np.zeros(d) if init is None else np.array(init[0], dtype=float)
     b = float(np.log((ws @ y + 1e-3) / (1 - ws @ y + 1e-3))) if init is None else float(init[1])
+    X1 = np.empty((n, d + 1))
+    X1[:, :d] = X
+    X1[:, d] = 1.0
+    penalty = np.full(d + 1, lam)
+    penalty[d] = 1e-12  # jitter: a separable intercept direction has h.sum() -> 0
 
-    def objective(a_, b_):
-        z = X @ a_ + b_
-        return float(ws @ (_softplus(z) - y * z) + 0.5 * lam * a_ @ a_)
+    def objective(z_, a_):
+        return float(ws @ (_softplus(z_) - y * z_) + 0.5 * lam * a_ @ a_)
 
-    f = objective(a, b)
+    z = X @ a + b
+    f = objective(z, a)
     for _ in range(max_iter):
-        z = X @ a + b
         s = _sigmoid(z)
         r = ws * (s - y)
-        g = np.concatenate([X.T @ r + lam * a, [r.sum()]])
-        h = ws * s * (1.0 - s)
-        H = np.empty((d + 1, d + 1))
-        Xh = X * h[:, None]
-        H[:d, :d] = X.T @ Xh
-        H[:d, :d][np.diag_indices(d)] += lam
-        H[:d, d] = H[d, :d] = Xh.sum(0)
-        H[d, d] = h.sum() + 1e-12  # jitter: a separable intercept direction has h.sum() -> 0
+        g = X1.T @ r
+        g[:d] += lam * a
+        Xs = X1 * np.sqrt(ws * s * (1.0 - s))[:, None]
+        H = Xs.T @ Xs
+        H[np.diag_indices(d + 1)] += penalty
         step = np.linalg.solve(H, g)
+        dz = X1 @ step
+        slope = 1e-4 * float(g @ step)
         t = 1.0
         while True:
-            a_new, b_new = a - t * step[:d], b - t * float(step[d])
-            f_new = objective(a_new, b_new)
-            if f_new <= f - 1e-4 * t * (g @ step) or t < 1e-8:
+            a_new, b_new, z_new = a - t * step[:d], b - t * float(step[d]), z - t * dz
+            f_new = objective(z_new, a_new)
+            if f_new <= f - t * slope or t < 1e-8:
                 break
             t *= 0.5
-        a, b, decrease = a_new, b_new, f - f_new
+        a, b, z, decrease = a_new, b_new, z_new, f - f_new
         f = f_new
         if decrease <= tol * max(1.0, abs(f)):
             break

@@ -322,6 +322,25 @@ def test_logistic_fit_is_the_penalised_optimum():
     np.testing.assert_allclose(np.append(a, b), ref, atol=1e-6)
 
 
+def test_logistic_fit_from_a_warm_start_reaches_the_same_optimum():
+    """The cross-validation path starts each penalty from the previous one's solution; the
+    line search along ``dz`` (no recomputed ``X a + b``) must still land on the optimum, and
+    a separable sample (intercept Hessian -> 0) must stay finite."""
+    from pairht.heads_fit import fit_logistic
+
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(300, 12))
+    y = (rng.random(300) < 1 / (1 + np.exp(-2 * X[:, 0] + X[:, 1]))).astype(float)
+    w = rng.uniform(1.0, 3.0, 300)
+    cold = fit_logistic(X, y, w, 0.01)
+    warm = fit_logistic(X, y, w, 0.01, init=fit_logistic(X, y, w, 1.0))
+    np.testing.assert_allclose(np.append(*warm), np.append(*cold), atol=1e-7)
+    sep = (X[:, 0] > 0).astype(float)
+    a, b = fit_logistic(X, sep, w, 1e-4)
+    assert np.isfinite(a).all() and math.isfinite(b)
+    assert np.mean((X @ a + b > 0) == (sep > 0)) == 1.0
+
+
 def test_ridge_path_solves_the_weighted_normal_equations():
     from pairht.heads_fit import fit_ridge
 
@@ -526,7 +545,7 @@ def test_collect_population_marks_finished_prefixes_and_writes_m_hat(tmp_path):
 
 def test_linear_probe_is_refit_on_every_kth_update_only():
     rng = np.random.default_rng(11)
-    tr = HeadTrainer(16, refit_every=3, refit_below=0)
+    tr = HeadTrainer(16, refit_every=3, refit_growth=None)  # the age rule alone
     fitted_at = []
     for k in range(7):
         u, r, c = _signal_round(rng, 32, hidden=16)
@@ -545,7 +564,7 @@ def test_amortised_refit_keeps_the_held_out_skill():
     skills = {}
     for every in (1, 4):
         rng = np.random.default_rng(12)
-        tr = HeadTrainer(64, refit_every=every, refit_below=0)
+        tr = HeadTrainer(64, refit_every=every, refit_growth=None)
         for _ in range(9):
             u, r, c = _signal_round(rng, 64)
             tr.add(u, r, c, np.ones(64), np.ones(64, dtype=bool))
@@ -564,3 +583,93 @@ def test_refit_every_must_be_a_positive_int():
         HeadTrainer(4, refit_every=0)
     with pytest.raises(ValueError, match="refit_below must be an int >= 0"):
         HeadTrainer(4, refit_below=-1)
+    for bad in (0, -0.5, math.inf, True, "0.25"):
+        with pytest.raises(ValueError, match="refit_growth must be a finite number > 0"):
+            HeadTrainer(4, refit_growth=bad)
+
+
+def _refits(tr, sizes, rng, hidden=16):
+    """Feed batches of the given sizes; the updates (0-based) that refitted the probe."""
+    fitted_at = []
+    for k, n in enumerate(sizes):
+        u, r, c = _signal_round(rng, n, hidden=hidden)
+        tr.add(u, r, c, np.ones(n), np.ones(n, dtype=bool))
+        before = tr.probe
+        tr.update()
+        if tr.probe is not before:
+            fitted_at.append(k)
+    return fitted_at
+
+
+def test_default_refit_schedule_follows_the_window_growth_then_every_fourth_update():
+    """Constant batches b: a refit while a batch adds >= 1/4 to what the last refit saw (the
+    first five updates), then when the unseen labels reach 1/4 again (updates 6, 8, 11, 14),
+    and at least every 4th update (18, 22, ...)."""
+    tr = HeadTrainer(16)
+    fitted_at = _refits(tr, [20] * 30, np.random.default_rng(13))
+    assert fitted_at == [0, 1, 2, 3, 4, 6, 8, 11, 14, 18, 22, 26]
+    assert tr.n_refits == len(fitted_at)
+    # refit_every=1 refits on every update; refit_below keeps every update below its size
+    assert _refits(HeadTrainer(16, refit_every=1), [20] * 8,
+                   np.random.default_rng(13)) == list(range(8))
+    assert _refits(HeadTrainer(16, refit_below=100), [20] * 8,
+                   np.random.default_rng(13)) == [0, 1, 2, 3, 4, 6]
+
+
+def test_refit_growth_counts_labels_not_updates_once_the_window_is_full():
+    """A full window keeps its size: the growth rule then reads the labels added since the
+    refit (here 1/4 of 64 = 16, two batches of 10), not the window's size."""
+    tr = HeadTrainer(16, replay=64, refit_every=100)
+    fitted_at = _refits(tr, [64] + [10] * 6, np.random.default_rng(14))
+    assert fitted_at == [0, 2, 4, 6]
+
+
+def _drifting_round(rng, n, drift, hidden=64):
+    # the demo's regime: a few dozen labels per update, and a success direction that moves
+    # as the policy trains (so a stale probe pays)
+    u = rng.normal(size=(n, hidden))
+    logit = 1.5 * u[:, 0] - 1.0 * u[:, 1] + 0.5 * u[:, 2] + drift * u[:, 4]
+    r = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(float)
+    c = 50.0 * np.exp(0.6 * u[:, 3] + 0.3 * rng.normal(size=n))
+    return u, r, c
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_default_refit_schedule_keeps_the_skill_of_refitting_every_update(seed):
+    """The default schedule (about 15 refits in 40 updates of 35 labels, as in ``pairht
+    demo``) against a refit on every update, on the same drifting label stream: held-out
+    Brier skill on fresh data after the last update, and the prequential skills the trainer
+    shrinks its predictions by, each within 0.02; the earlier rule (every update up to 1,024
+    labels, then every 4th) is shown for scale and does no better."""
+    from pairht.heads_fit import brier_skill
+
+    out = {}
+    for name, kw in (("every", dict(refit_every=1)), ("default", {}),
+                     ("earlier", dict(refit_growth=None, refit_below=1024))):
+        rng = np.random.default_rng(seed)
+        tr = HeadTrainer(64, **kw)
+        for k in range(40):
+            u, r, c = _drifting_round(rng, 35, drift=k / 40)
+            tr.add(u, r, c, np.ones(35), np.ones(35, dtype=bool))
+            tr.update()
+        u, r, c = _drifting_round(np.random.default_rng(100 + seed), 4000, drift=1.0)
+        p_hat, _ = tr.predict(u)
+        out[name] = (brier_skill(p_hat, r, np.full(r.size, r.mean())), tr.skill(), tr.n_refits)
+    (every, every_skill, n_every), (dflt, dflt_skill, n_dflt) = out["every"], out["default"]
+    assert n_every == 40 and n_dflt <= 16
+    assert every > 0.25 and abs(dflt - every) < 0.02
+    for key in ("skill_success", "skill_cost"):
+        assert abs(dflt_skill[key] - every_skill[key]) < 0.02
+    assert dflt >= out["earlier"][0] - 0.01
+
+
+def test_refit_schedule_survives_a_state_dict_round_trip():
+    rng = np.random.default_rng(15)
+    a = HeadTrainer(16)
+    _refits(a, [20] * 6, rng)
+    b = HeadTrainer(16)
+    b.load_state_dict(a.state_dict())
+    assert b.n_refits == a.n_refits
+    later = [20] * 10
+    assert _refits(a, later, np.random.default_rng(16)) == _refits(b, later,
+                                                                   np.random.default_rng(16))
