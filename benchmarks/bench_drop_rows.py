@@ -31,14 +31,15 @@ def main() -> None:
     ap.add_argument("--allocator", default="pair")
     args = ap.parse_args()
 
-    from pairht_demo import experiment, toy
+    from pairht_demo import toy
     from pairht_demo.chain import CHAIN_TASK
     from pairht_demo.demo import _base_kwargs, _quiet, single_blas_thread, warm_kernels
+    from pairht_demo.warm_cache import warm_model
     from pairht_trl import PairGRPOConfig, PairGRPOTrainer
 
     torch.set_num_threads(1)
     task, G, P = CHAIN_TASK, 8, 8
-    base = experiment._warm_model(task, 0, 600, toy.ToyModelConfig(max_positions=96))
+    base = warm_model(task, 0, 600, toy.ToyModelConfig(max_positions=96))
     tok = toy.make_tokenizer(task)
     warm_kernels()
     res: dict[bool, list[dict[str, float]]] = {False: [], True: []}

@@ -198,3 +198,16 @@ def test_no_import_time_circles_in_the_core_or_the_adapters():
     # ... and the check would see one: the step imports the estimators, add the reverse edge.
     graph["pairht.estimators"] = graph["pairht.estimators"] | {"pairht.step.plan"}
     assert ["pairht.estimators", "pairht.step.plan"] in _circles(graph)
+
+
+def test_the_demo_never_imports_the_experiment():
+    # experiment imports demo at load time; the reverse edge, even inside a function, closes a
+    # run-time circle (the shared warm-start cache lives in pairht_demo.warm_cache instead).
+    tree = ast.parse((ROOT / "adapters" / "pairht_demo" / "demo.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "pairht_demo":
+            assert "experiment" not in {a.name for a in node.names}
+        if isinstance(node, ast.ImportFrom):
+            assert node.module != "pairht_demo.experiment"
+        if isinstance(node, ast.Import):
+            assert "pairht_demo.experiment" not in {a.name for a in node.names}

@@ -42,6 +42,7 @@ import numpy as np
 from pairht.comparators import COMPARATORS
 from pairht_demo import demo, toy
 from pairht_demo.chain import CHAIN_TASK
+from pairht_demo.warm_cache import warm_model
 
 __all__ = ["ARMS", "COMPARATOR_ARMS", "Arm", "ArmRun", "ExperimentResult", "run_experiment"]
 
@@ -142,33 +143,6 @@ def _check_arms(arms: Sequence[str]) -> list[str]:
     if "grpo_small" in arms and not any(ARMS[a].kind == "pair" for a in arms):
         raise ValueError("arms: grpo_small matches PAIR's tokens, so a PAIR arm must run too")
     return arms
-
-
-def _cache_dir() -> Path:
-    root = os.environ.get("PAIRHT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pairht"
-    )
-    return Path(root)
-
-
-def _warm_model(task: toy.Task, seed: int, steps: int, cfg: toy.ToyModelConfig) -> Any:
-    """The warm-started policy, cached on disk (the supervised phase is the slowest part)."""
-    import torch
-
-    key = f"warm-{task.name}-s{seed}-n{steps}-h{cfg.hidden_size}-l{cfg.num_layers}" \
-          f"-a{cfg.num_heads}-i{cfg.intermediate_size}-p{cfg.max_positions}.pt"
-    path = _cache_dir() / key
-    model = toy.make_model(seed, cfg, task)
-    if path.exists():
-        model.load_state_dict(torch.load(path, weights_only=True))
-        model.eval()
-        return model
-    model, _ = toy.warm_started_model(seed, steps=steps, config=cfg, task=task)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(model.state_dict(), tmp)
-    tmp.replace(path)
-    return model
 
 
 def _bootstrap(values: np.ndarray, n: int, seed: int) -> tuple[float, float]:
@@ -297,7 +271,7 @@ def run_experiment(
     runs: list[ArmRun] = []
     try:
         for seed in seeds:
-            base = _warm_model(the_task, seed, warmup_steps, cfg)
+            base = warm_model(the_task, seed, warmup_steps, cfg)
             tok = toy.make_tokenizer(the_task)
             dataset = the_task.dataset(math.ceil(visits / epochs), rng=seed, split="train")
             pair_tokens: dict[str, int] = {}

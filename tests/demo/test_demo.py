@@ -125,6 +125,25 @@ def test_warm_kernels_runs_the_step_and_returns_its_seconds():
     assert math.isfinite(seconds) and seconds > 0
 
 
+def test_command_compares_at_matched_tokens_unless_told_fixed_steps(monkeypatch, tmp_path):
+    """``pairht demo`` (``make demo``) lets PAIR train to GRPO's generated tokens by default;
+    ``--fixed-steps`` gives both methods ``--steps`` steps; the two flags exclude each other."""
+    seen = []
+
+    def fake(**kwargs):
+        seen.append(kwargs)
+        return demo.ComparisonResult({}, tmp_path, tmp_path / "t.txt", None, {})
+
+    monkeypatch.setattr(demo, "run_comparison", fake)
+    assert demo.main(["--no-plot", "--no-progress"]) == 0
+    assert demo.main(["--match-tokens"]) == 0
+    assert demo.main(["--fixed-steps", "--seed", "2"]) == 0
+    assert [k["match_tokens"] for k in seen] == [True, True, False]
+    assert seen[2]["seed"] == 2
+    with pytest.raises(SystemExit):
+        demo.main(["--fixed-steps", "--match-tokens"])
+
+
 def test_bad_task_is_refused_naming_the_choices():
     with pytest.raises(ValueError, match=r"task must be one of \['chain', 'toy'\]"):
         demo.run_comparison(task="nope")
