@@ -77,6 +77,9 @@ class MethodResult:
     train_reward: list[float] = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
     time_split: dict[str, float] = field(default_factory=dict)
+    #: PAIR: the heads' prequential held-out success skill logged at each step
+    #: (``pair/head_skill_success``; nan before any label was scored)
+    head_skill: list[float] = field(default_factory=list)
 
     @property
     def suffix_fraction(self) -> float:
@@ -421,6 +424,9 @@ def _run_pair(
     record.cpu_seconds = time.process_time() - c0 - cb.eval_cpu
     record.prefix_tokens, record.suffix_tokens = meter.poll()
     record.time_split = trainer.step_timer.mean()
+    skills = [row["pair/head_skill_success"] for row in trainer.state.log_history
+              if "pair/head_skill_success" in row]
+    record.head_skill = [math.nan if v is None else float(v) for v in skills]
     record.full_suffix_ht = meter.full_suffix_ht
     record.initial_reward = record.curve[0][2]
     record.final_reward = record.curve[-1][2]

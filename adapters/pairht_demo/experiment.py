@@ -70,7 +70,8 @@ ARMS: dict[str, Arm] = {
     "pair": Arm("pair", description="PAIR, exact mode, default design"),
     "pair_fixed": Arm(
         "pair", {"design": "conditional_poisson"},
-        description="PAIR, exact mode, fixed-size conditional Poisson design",
+        description="PAIR, exact mode, fixed-size conditional Poisson design named explicitly "
+                    "(the trainer's default design: the same run as 'pair')",
     ),
     "uniform": Arm(
         "pair", {"allocator": "uniform"},

@@ -53,12 +53,27 @@ class PrefixResult:
         (fewer when the prefix is shorter), detached. Heads input ``u_i`` (paper Eq. heads).
     state : object
         The backend's opaque resume state; pass the whole result to ``continue_selected``.
+    confidence : (rows, 2) float32 tensor or None
+        How surprising the sampled prefix was: the minimum and the mean, over the prefix's
+        tokens, of the log-probability the sampler gave each token it drew
+        (:func:`pairht_rollout.features.confidence_features`; 0 for an empty prefix). A slip
+        drawn from the tail of the policy shows here, and it predicts failure where the hidden
+        state does not (docs/trl.md, "Prefix heads"). ``None`` when the backend cannot report
+        it; the heads then read ``features`` alone.
     """
 
     prefix_ids: list[list[int]]
     prefix_done: torch.Tensor
     features: torch.Tensor
     state: Any = field(repr=False)
+    confidence: torch.Tensor | None = None
+
+    def head_inputs(self) -> torch.Tensor:
+        """What the prefix heads read: ``features``, then ``confidence`` where reported,
+        ``(rows, hidden [+ 2])`` float32."""
+        if self.confidence is None:
+            return self.features
+        return torch.cat([self.features, self.confidence.to(self.features)], dim=1)
 
     @property
     def prefix_lengths(self) -> np.ndarray:

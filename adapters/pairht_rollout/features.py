@@ -17,7 +17,15 @@ import torch
 
 from pairht_rollout.contract import check_prompts
 
-__all__ = ["forward_kwargs", "left_pad", "masked_window_mean", "position_ids", "prefix_features"]
+__all__ = [
+    "CONFIDENCE_FEATURES",
+    "confidence_features",
+    "forward_kwargs",
+    "left_pad",
+    "masked_window_mean",
+    "position_ids",
+    "prefix_features",
+]
 
 
 def left_pad(
@@ -162,6 +170,48 @@ def prefix_features(
         inverse[torch.as_tensor(order, dtype=torch.long)] = torch.arange(len(order))
         features = features[inverse.to(features.device)]
     return features.detach()
+
+
+#: The columns of :func:`confidence_features`, in order.
+CONFIDENCE_FEATURES = ("min_logprob", "mean_logprob")
+
+
+def confidence_features(token_logprobs: Sequence[Sequence[float]]) -> torch.Tensor:
+    r"""How surprising each sampled prefix was: ``(rows, 2)`` float32.
+
+    For row ``i`` with prefix tokens ``y_1 .. y_L`` drawn with probabilities ``q(y_t | ...)``
+    (the sampler's, after temperature and the other logit processors):
+
+        [ min_t log q(y_t | x, y_<t),  (1/L) sum_t log q(y_t | x, y_<t) ],
+
+    and ``[0, 0]`` for an empty prefix. Sampling a token from the policy's tail (a slip in a
+    chain of steps, say) is what often makes a completion fail, and it shows in the minimum;
+    the policy's hidden state after the slip need not encode it (on the chain task of
+    ``pairht_demo`` a cross-validated linear probe explains no within-prompt success variance
+    from the hidden state and 19% from these two numbers: docs/trl.md, "Prefix heads").
+
+    Parameters
+    ----------
+    token_logprobs : per row, the log-probabilities of the prefix's tokens (finite, <= 0)
+
+    Examples
+    --------
+    >>> confidence_features([[-0.1, -2.3, -0.2], []]).tolist()
+    [[-2.299999952316284, -0.8666666746139526], [0.0, 0.0]]
+    """
+    out = torch.zeros((len(token_logprobs), len(CONFIDENCE_FEATURES)), dtype=torch.float32)
+    for i, row in enumerate(token_logprobs):
+        lp = torch.as_tensor(list(row), dtype=torch.float64)
+        if lp.numel() == 0:
+            continue
+        if not bool(torch.isfinite(lp).all()) or bool((lp > 1e-6).any()):
+            raise ValueError(
+                f"token_logprobs must be finite log-probabilities (<= 0); row {i} has "
+                f"{lp.tolist()}"
+            )
+        out[i, 0] = float(lp.min())
+        out[i, 1] = float(lp.mean())
+    return out
 
 
 def _accepts_cache(model: Any) -> bool:

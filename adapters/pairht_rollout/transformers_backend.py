@@ -27,11 +27,18 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
+from transformers import (
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from pairht_rollout.contract import PrefixResult, check_prompts, parse_selection, token_id_list
 from pairht_rollout.features import (
+    confidence_features,
     forward_kwargs,
     left_pad,
     masked_window_mean,
@@ -77,6 +84,43 @@ class PrefixState:
 
 def _as_id_tensor(name: str, ids, *, allow_empty: bool) -> torch.Tensor:
     return torch.tensor(token_id_list(name, ids, allow_empty=allow_empty), dtype=torch.long)
+
+
+class _SampledLogprobs(LogitsProcessor):
+    """Record the log-probability of every token ``generate`` samples, under the distribution
+    it samples from.
+
+    Custom processors run after ``generate``'s own (temperature, top-k, top-p, ...), so the
+    scores seen here are the final ones. The token drawn from step ``t``'s scores is known at
+    step ``t + 1`` (the last column of ``input_ids``), so one step's log-softmax is kept, not
+    the whole ``(rows, steps, vocab)`` history that ``output_scores`` would hold.
+    """
+
+    def __init__(self) -> None:
+        self._last: torch.Tensor | None = None
+        self.columns: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self._last is not None:
+            self._take(input_ids[:, -1])
+        self._last = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def _take(self, tokens: torch.Tensor) -> None:
+        assert self._last is not None
+        self.columns.append(self._last.gather(1, tokens.unsqueeze(1)).squeeze(1))
+        self._last = None
+
+    def per_row(self, generated: torch.Tensor, lengths: torch.Tensor) -> list[list[float]]:
+        """The first ``lengths[i]`` log-probabilities of row ``i`` (``generated``: the new
+        tokens, whose last column was drawn from the last recorded scores)."""
+        if self._last is not None:
+            self._take(generated[:, len(self.columns)])
+        table = torch.stack(self.columns, dim=1).cpu() if self.columns else None
+        return [
+            [] if table is None else table[i, : int(n)].tolist()
+            for i, n in enumerate(lengths.tolist())
+        ]
 
 
 class _SnapStop(StoppingCriteria):
@@ -310,10 +354,12 @@ class TransformersTwoPhase:
         max_new = min(self.tau + (self.snap_window if has_snap else 0), self.max_completion_length)
         cache = DynamicCache(config=model.config)
         _dynamic_layers(cache)  # refuse sliding-window models before decoding
+        recorder = _SampledLogprobs()
         out = model.generate(
             input_ids=ids,
             attention_mask=mask,
             generation_config=self._config(max_new),
+            logits_processor=LogitsProcessorList([recorder]),
             stopping_criteria=StoppingCriteriaList(
                 [_SnapStop(width, self.tau, self.snap_token_ids.to(device))]
             ),
@@ -396,6 +442,7 @@ class TransformersTwoPhase:
             prefix_done=done.cpu(),
             features=features.detach().to(torch.float32),
             state=state,
+            confidence=confidence_features(recorder.per_row(gen, lengths)),
         )
 
     # ------------------------------------------------------------------ phase 2

@@ -120,7 +120,7 @@ def collect_population(
     try:
         with torch.no_grad():
             prefix = trainer.generation_backend.generate_prefixes(model, prompt_ids)
-            p_hat, c_hat = trainer.head_trainer.predict(prefix.features)
+            p_hat, c_hat = trainer.head_trainer.predict(trainer.head_inputs(prefix))
             full = trainer.generation_backend.continue_selected(
                 model, prefix, list(range(len(rows)))
             )

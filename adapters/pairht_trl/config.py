@@ -347,6 +347,11 @@ class PairGRPOConfig(GRPOConfig):
         was fitted on (default 0.25), whichever comes first; labels are still added and scored
         in between. ``head_refit_every=1`` refits on every update. See
         :class:`pairht_trl.heads.HeadTrainer` (``refit_every``, ``refit_growth``).
+    head_confidence : bool
+        Feed the heads the prefix's confidence features beside the hidden states: the minimum
+        and the mean log-probability of the sampled prefix tokens
+        (:func:`pairht_rollout.features.confidence_features`), kept whole by the linear probe.
+        Default ``True``; a backend that cannot report them then raises.
     shrink_to_skill : bool
         Shrink the heads' predictions toward their group mean by the heads' measured held-out
         skill (prequential Brier skill for success, R^2 of log cost for cost, clipped to
@@ -411,6 +416,10 @@ class PairGRPOConfig(GRPOConfig):
     head_refit_growth: float = field(
         default=0.25,
         metadata={"help": "Linear heads: also refit once the unseen labels reach this share."},
+    )
+    head_confidence: bool = field(
+        default=True,
+        metadata={"help": "Heads also read the prefix tokens' min and mean log-probability."},
     )
     head_width: int = field(default=256, metadata={"help": "Prefix head MLP width."})
     head_feature_window: int = field(default=16, metadata={"help": "Hidden states averaged."})

@@ -235,6 +235,10 @@ class HeadTrainer:
         Newest fraction of the window the MLP temperature is fitted on (paper: 1/4).
     n_components : int or None
         Principal directions the linear probe keeps (:func:`~pairht.heads_fit.fit_linear_probe`).
+    passthrough : int
+        The last ``passthrough`` feature columns the linear probe keeps whole beside those
+        principal directions (the trainer passes the two confidence features,
+        :data:`pairht_rollout.features.CONFIDENCE_FEATURES`, here).
     refit_every, refit_growth, refit_below : int, float or None, int
         ``head="linear"``: when to refit the cross-validated probe. An ``update`` refits when
         the probe is older than ``refit_every - 1`` updates (default 4: at most three updates
@@ -282,6 +286,7 @@ class HeadTrainer:
         cost_scale: float | None = None,
         temperature_fraction: float = 0.25,
         n_components: int | None = 64,
+        passthrough: int = 0,
         refit_every: int = 4,
         refit_growth: float | None = 0.25,
         refit_below: int = 0,
@@ -325,6 +330,14 @@ class HeadTrainer:
         self.batch_size = int(batch_size)
         self.temperature_fraction = float(temperature_fraction)
         self.n_components = n_components
+        if isinstance(passthrough, bool) or not isinstance(passthrough, int) or not (
+            0 <= passthrough <= hidden_size
+        ):
+            raise ValueError(
+                f"passthrough must be an int in [0, hidden_size = {hidden_size}]; got "
+                f"passthrough = {passthrough!r}"
+            )
+        self.passthrough = passthrough
         self.refit_every = refit_every
         self.refit_growth = None if refit_growth is None else float(refit_growth)
         self.refit_below = refit_below
@@ -582,6 +595,7 @@ class HeadTrainer:
                 fitted = fit_linear_probe(
                     self._features.double().numpy(), self._rewards.numpy(),
                     self._costs.numpy(), 1.0 / self._pi.numpy(), n_components=self.n_components,
+                    passthrough=self.passthrough,
                 )
             if self.lagged:
                 self.lagged_probe = self.probe

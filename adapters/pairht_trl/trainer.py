@@ -395,13 +395,16 @@ class PairGRPOTrainer(GRPOTrainer):
         return TransformersTwoPhase(**common, generation_config=self.generation_config)
 
     def _default_heads(self) -> Any:
+        from pairht_rollout.features import CONFIDENCE_FEATURES
         from pairht_trl.heads import HeadTrainer
 
         cfg = self.accelerator.unwrap_model(self.model).config
         hidden = getattr(cfg, "hidden_size", None) or cfg.get_text_config().hidden_size
         a = self.pair_args
+        extra = len(CONFIDENCE_FEATURES) if a.head_confidence else 0
         return HeadTrainer(
-            hidden,
+            hidden + extra,
+            passthrough=extra,
             head=a.head_kind,
             refit_every=a.head_refit_every,
             refit_growth=a.head_refit_growth,
@@ -507,10 +510,23 @@ class PairGRPOTrainer(GRPOTrainer):
             suffix_local[row] = len(completion_ids[row]) - len(prefix.prefix_ids[row])
         draw.suffix_len = gather_rows(self.accelerator, suffix_local).reshape(draw.mask.shape)
         draw.features = torch.as_tensor(
-            gather_rows(self.accelerator, prefix.features.float().cpu().numpy())
+            gather_rows(self.accelerator, self.head_inputs(prefix).float().cpu().numpy())
         )
         self.last_draw = draw
         return completion_ids, None
+
+    def head_inputs(self, prefix: Any) -> torch.Tensor:
+        """What the heads read for a :class:`~pairht_rollout.PrefixResult`: the hidden-state
+        features, then the confidence features unless ``head_confidence=False``."""
+        if not self.pair_args.head_confidence:
+            return prefix.features
+        if prefix.confidence is None:
+            raise RuntimeError(
+                f"head_confidence=True, but the generation backend "
+                f"{type(self.generation_backend).__name__} reported no confidence features "
+                "(the sampled prefix tokens' log-probabilities); set head_confidence=False"
+            )
+        return prefix.head_inputs()
 
     def _draw_design(self, prefix: Any, prompt_ids: Any = None) -> DesignDraw:
         """Predict, then plan with :func:`pairht.step.plan_continuations` (logged pre-reward).
@@ -526,7 +542,7 @@ class PairGRPOTrainer(GRPOTrainer):
         g = args.num_generations
         n_local = len(prefix.prefix_ids)
         with self._phase("heads"):
-            p_loc, c_loc = self.head_trainer.predict(prefix.features)
+            p_loc, c_loc = self.head_trainer.predict(self.head_inputs(prefix))
         done_loc = np.asarray(prefix.prefix_done.cpu(), dtype=bool)
         len_loc = np.array([len(ids) for ids in prefix.prefix_ids], dtype=np.int64)
         stacked = np.stack(

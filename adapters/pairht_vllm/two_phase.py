@@ -46,7 +46,7 @@ import torch
 
 from pairht._validation import RNGLike, as_generator
 from pairht_rollout.contract import PrefixResult, check_prompts, parse_selection, token_id_list
-from pairht_rollout.features import prefix_features
+from pairht_rollout.features import confidence_features, prefix_features
 from pairht_rollout.snapping import snap_cut, trim_after_eos
 from pairht_rollout.sync_check import (
     check_logprob_gap,
@@ -92,7 +92,7 @@ class _Sampling:
 
 
 #: What an engine returns: tokens per request, and the sampled tokens' log-probabilities of the
-#: requests that asked for them (the sync-check probe), by request index.
+#: requests that asked for them (``probe``), by request index.
 Generated = tuple[list[list[int]], dict[int, list[float]]]
 
 
@@ -114,6 +114,7 @@ class _ColocateEngine:
         from vllm.inputs import TokensPrompt
 
         s = self.sampling
+        wanted = set(probe)
         params = [
             vllm.SamplingParams(
                 n=1,
@@ -126,8 +127,9 @@ class _ColocateEngine:
                 stop_token_ids=list(self.eos),
                 seed=seed,
                 detokenize=False,  # token ids are all PAIR needs; skip detokenisation work
-                # the sampled token's log-probability, for the sync check's probe rows only
-                logprobs=0 if k in probe else None,
+                # the sampled token's log-probability, for the rows that ask (phase 1: all,
+                # for the heads' confidence features and the sync check)
+                logprobs=0 if k in wanted else None,
                 **s.extra,
             )
             for k, (_, max_tokens, seed) in enumerate(requests)
@@ -204,23 +206,33 @@ class _ServerEngine:
         done = _in_order(requests, pairs)
         return [ids[:m] for ids, (_, m, _) in zip(done, requests)], out.get("logprobs")
 
+    def _collect(self, requests: Sequence[Request], probe: Sequence[int]) -> Generated:
+        """One call; the sampled tokens' log-probabilities of the ``probe`` requests."""
+        probe = list(probe)
+        tokens, raw = self._call(requests, want_logprobs=bool(probe))
+        logprobs = {}
+        for k in probe:
+            if raw is not None and raw[k] is not None and all(p[0] is not None for p in raw[k]):
+                logprobs[k] = [float(p[0]) for p in raw[k][: len(tokens[k])]]
+        return tokens, logprobs
+
     def generate(self, requests: Sequence[Request], probe: Sequence[int] = ()) -> Generated:
         acc = self.accelerator
         if self._single_process():
-            tokens, raw = self._call(requests, want_logprobs=bool(probe))
-            logprobs = {}
-            for k in probe:
-                if raw is not None and raw[k] is not None and all(p[0] is not None for p in raw[k]):
-                    logprobs[k] = [float(p[0]) for p in raw[k][: len(tokens[k])]]
-            return tokens, logprobs
+            return self._collect(requests, probe)
         from accelerate.utils import broadcast_object_list, gather_object
 
         counts = gather_object([len(requests)])
         everything = gather_object(list(requests))
-        payload: list[Any] = [self._call(everything, False)[0] if acc.is_main_process else None]
+        payload: list[Any] = [
+            self._collect(everything, range(len(everything)) if probe else ())
+            if acc.is_main_process else None
+        ]
         broadcast_object_list(payload, from_process=0)
         start = sum(counts[: acc.process_index])
-        return payload[0][start : start + len(requests)], {}
+        tokens, logprobs = payload[0]
+        mine = tokens[start : start + len(requests)]
+        return mine, {k: logprobs[start + k] for k in probe if start + k in logprobs}
 
 
 def _in_order(
@@ -478,9 +490,10 @@ class VLLMTwoPhase:
         )
         seeds = self._seeds(len(prompts))
         probe_temperature = self._probe_temperature() if self.sync_check else None
+        # every row's sampled-token log-probabilities: the heads' confidence features, and row
+        # 0's few first ones the sync check's probe
         raw, probe_logprobs = self.engine.generate(
-            [(p, max_new, s) for p, s in zip(prompts, seeds)],
-            probe=() if probe_temperature is None else (0,),
+            [(p, max_new, s) for p, s in zip(prompts, seeds)], probe=range(len(prompts))
         )
         rows = [self._trim(r) for r in raw]
         if any(len(r) == 0 for r in raw):
@@ -529,11 +542,22 @@ class VLLMTwoPhase:
             prefix_lengths=lens.astype(np.int64),
             discarded=(generated - lens).astype(np.int64),
         )
+        # The engine's log-probabilities are the sampler's where it reports processed ones
+        # (TRL's engines) and the raw policy's otherwise; a row without them (an engine that
+        # returned none) leaves the confidence unreported rather than made up.
+        logprobs = [probe_logprobs.get(i) for i in range(len(rows))]
+        reported = [lp for lp in logprobs if lp is not None]
+        confidence = (
+            confidence_features([lp[: int(n)] for lp, n in zip(reported, lens)])
+            if len(reported) == len(rows) and all(len(lp) >= n for lp, n in zip(reported, lens))
+            else None
+        )
         return PrefixResult(
             prefix_ids=prefix_ids,
             prefix_done=torch.as_tensor(done, dtype=torch.bool),
             features=features,
             state=state,
+            confidence=confidence,
         )
 
     # ------------------------------------------------------------------ phase 2

@@ -291,6 +291,7 @@ def fit_linear_probe(
     lambdas: ArrayLike = DEFAULT_LAMBDAS,
     n_folds: int = 4,
     n_components: int | None = 64,
+    passthrough: int = 0,
     rng: RNGLike = 0,
 ) -> LinearProbe:
     r"""Fit the success and cost probes, choosing each L2 penalty by K-fold cross-validation.
@@ -306,6 +307,10 @@ def fit_linear_probe(
     lambdas : sequence of float > 0  penalty grid
     n_folds : int >= 2               cross-validation folds (fewer when labels are scarce)
     n_components : int, optional     principal directions kept (None: all, ``H``)
+    passthrough : int >= 0           the last ``passthrough`` columns are standardised but not
+                                     projected: a few informative scalars (the confidence
+                                     features) kept whole beside the principal directions of
+                                     the others, which could otherwise drown them
     rng : seed for the group shuffle
 
     Returns
@@ -350,14 +355,27 @@ def fit_linear_probe(
     z = (u - mean) / scale
     if n_components is not None and (isinstance(n_components, bool) or n_components < 1):
         raise ValueError(f"n_components must be a positive int or None; got {n_components!r}")
+    if isinstance(passthrough, bool) or not isinstance(passthrough, (int, np.integer)) or not (
+        0 <= passthrough <= z.shape[1]
+    ):
+        raise ValueError(
+            f"passthrough must be an int in [0, H = {z.shape[1]}] (feature columns kept "
+            f"unprojected); got {passthrough!r}"
+        )
+    h = z.shape[1] - int(passthrough)
+    zp = z[:, :h]
     # Fewer labels than features: the L2 solution lies in the span of the (centred) training
     # features anyway, so projecting on their n principal directions loses nothing.
-    k = min(z.shape) if n_components is None else min(int(n_components), *z.shape)
-    if k < z.shape[1]:
-        _, _, vt = np.linalg.svd(z - z.mean(0), full_matrices=False)
-        basis = vt[:k].T
+    k = min(zp.shape) if n_components is None else min(int(n_components), *zp.shape)
+    if 0 < k < h:
+        _, _, vt = np.linalg.svd(zp - zp.mean(0), full_matrices=False)
+        projection = vt[:k].T
     else:
-        basis = np.eye(z.shape[1])
+        projection = np.eye(h)
+    # block diagonal: the projected columns, then the passthrough columns as they are
+    basis = np.zeros((z.shape[1], projection.shape[1] + int(passthrough)))
+    basis[:h, : projection.shape[1]] = projection
+    basis[h:, projection.shape[1] :] = np.eye(int(passthrough))
     x = z @ basis
     p_const = float(np.clip(ipw_mean(y, w), 1e-6, 1 - 1e-6))
     pos = c > 0

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from pairht_rollout.contract import TwoPhaseBackend
-from pairht_rollout.features import prefix_features
-from pairht_rollout.sync_check import logprob_tolerance
+from pairht_rollout.features import CONFIDENCE_FEATURES, prefix_features
+from pairht_rollout.sync_check import logprob_tolerance, policy_token_logprobs
 
 TAU, WINDOW, MAX_LEN = 6, 5, 24
 NL = 3  # the toy vocabulary's "\n", the one snap token
@@ -123,6 +123,33 @@ def test_features_of_groups_sharing_a_prompt_are_the_full_forward(
     expected = prefix_features(hf_model, grouped, prefix.prefix_ids, window=16, pad_token_id=0,
                                share_prompts=False)
     torch.testing.assert_close(prefix.features, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_confidence_is_the_sampled_prefix_tokens_log_probabilities(
+    make_backend, hf_model, prompts
+):
+    # Greedy decoding: the sampler's distribution is the policy's (temperature 1, no other
+    # processor), so the confidence features are min and mean of the policy's log-probabilities
+    # of the prefix tokens, recomputed here by one forward per row.
+    backend = make_backend()
+    prefix = backend.generate_prefixes(hf_model, prompts)
+    conf = prefix.confidence
+    assert conf is not None and conf.dtype == torch.float32
+    assert conf.shape == (len(prompts), len(CONFIDENCE_FEATURES))
+    expected = torch.zeros_like(conf)
+    scale = 0.0
+    for i, (p, ids) in enumerate(zip(prompts, prefix.prefix_ids)):
+        lp, s = policy_token_logprobs(hf_model, p, ids)
+        expected[i] = torch.tensor([lp.min(), lp.mean()], dtype=torch.float32)
+        scale = max(scale, s)
+    assert (conf <= 0).all() and (conf[:, 0] <= conf[:, 1] + 1e-6).all()
+    # float32 on both sides (the engine's kernels differ from transformers'): rounding only
+    tol = logprob_tolerance(torch.float32, logit_scale=scale)
+    torch.testing.assert_close(conf, expected, rtol=0.0, atol=tol)
+    assert float(conf[:, 0].min()) < -1e-3  # the check is not vacuous: some token was uncertain
+    hidden = prefix.features.shape[1]
+    torch.testing.assert_close(prefix.head_inputs()[:, :hidden], prefix.features)
+    torch.testing.assert_close(prefix.head_inputs()[:, hidden:], conf)
 
 
 def test_a_prefix_result_is_continued_once(make_backend, hf_model, prompts):

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from pairht_demo import toy
+from pairht_rollout.features import confidence_features
 from pairht_rollout.transformers_backend import snap_cut, trim_after_eos
 
 EOS, NL, PAD = 1, 3, 0  # the toy vocabulary's <eos>, "\n" and <pad>
@@ -35,10 +36,19 @@ SCRIPTS = {
 TAU, WINDOW, MAX_LEN = 3, 4, 12
 
 
+def _fake_logprob(position, token):
+    """The fake LM's log-probability of a sampled token (deterministic, varied, < 0)."""
+    return -0.1 * (1 + (3 * position + token) % 7)
+
+
 class _Out:
-    def __init__(self, prompt, tokens):
+    def __init__(self, prompt, tokens, logprobs=False):
         self.prompt_token_ids = list(prompt)
-        self.outputs = [types.SimpleNamespace(token_ids=list(tokens))]
+        per_token = None
+        if logprobs:  # vLLM's shape: per token, {token id: Logprob}
+            per_token = [{t: types.SimpleNamespace(logprob=_fake_logprob(k, t))}
+                         for k, t in enumerate(tokens)]
+        self.outputs = [types.SimpleNamespace(token_ids=list(tokens), logprobs=per_token)]
 
 
 def _continue(ids, max_tokens, stop_ids):
@@ -71,7 +81,8 @@ class FakeLLM:
         self.calls.append({"prompts": [dict(p) for p in prompts], "params": sampling_params})
         outs = [
             _Out(p["prompt_token_ids"], _continue(p["prompt_token_ids"], sp.max_tokens,
-                                                  sp.stop_token_ids))
+                                                  sp.stop_token_ids),
+                 logprobs=getattr(sp, "logprobs", None) is not None)
             for p, sp in zip(prompts, sampling_params)
         ]
         return outs[::-1] if self.reverse else outs
@@ -90,10 +101,14 @@ class FakeClient:
                                logprobs=logprobs, temperature=temperature,
                                generation_kwargs=dict(generation_kwargs or {})))
         stop = (generation_kwargs or {}).get("stop_token_ids", [])
+        completions = [_continue(list(p), max_tokens, stop) for p in prompts]
         return {
             "prompt_ids": [list(p) for p in prompts],
-            "completion_ids": [_continue(list(p), max_tokens, stop) for p in prompts],
-            "logprobs": None,
+            "completion_ids": completions,
+            # TRL's shape: per completion, per token, the top log-probabilities (sampled first)
+            "logprobs": None if logprobs is None else [
+                [[_fake_logprob(k, t)] for k, t in enumerate(c)] for c in completions
+            ],
         }
 
 
@@ -320,12 +335,18 @@ def test_server_mode_request_construction(fake_vllm, model):
     res = backend.generate_prefixes(model, PROMPTS)
     first = client.calls[0]
     assert first["prompts"] == PROMPTS
-    assert (first["n"], first["max_tokens"], first["logprobs"]) == (1, TAU + WINDOW, None)
+    # phase 1 asks for the sampled tokens' log-probabilities (the heads' confidence features)
+    assert (first["n"], first["max_tokens"], first["logprobs"]) == (1, TAU + WINDOW, 0)
     assert first["generation_kwargs"] == {"stop_token_ids": [EOS]}
     assert first["temperature"] == 0.7
     assert [len(p) for p in res.prefix_ids] == EXPECTED_L
+    expected = confidence_features(
+        [[_fake_logprob(k, t) for k, t in enumerate(ids)] for ids in res.prefix_ids]
+    )
+    torch.testing.assert_close(res.confidence, expected)
     out = backend.continue_selected(model, res, [0, 3, 4])
     second = client.calls[1]
+    assert second["logprobs"] is None  # phase 2 needs none
     assert second["prompts"] == [PROMPTS[i] + res.prefix_ids[i] for i in [0, 3, 4]]
     # one max_tokens per call: the largest remaining budget; each output cut to its own
     assert second["max_tokens"] == MAX_LEN - min(EXPECTED_L[i] for i in [0, 3, 4])
@@ -390,7 +411,8 @@ class HFBackedLLM:
                     temperature=sp.temperature, max_new_tokens=sp.max_tokens,
                     eos_token_id=sp.stop_token_ids, pad_token_id=PAD,
                 )[0, ids.shape[1]:].tolist()
-                outs.append(_Out(p["prompt_token_ids"], trim_after_eos(gen, sp.stop_token_ids)))
+                outs.append(_Out(p["prompt_token_ids"], trim_after_eos(gen, sp.stop_token_ids),
+                                 logprobs=getattr(sp, "logprobs", None) is not None))
         self.calls[-1]["outputs"] = [o.outputs[0].token_ids for o in outs]
         return outs
 
@@ -454,12 +476,14 @@ def test_server_mode_with_two_processes_sends_one_call_and_returns_each_its_rows
         if rank != 0:  # what the main process computed for all rows, in rank order
             payload[0] = main_client._answer_all()
 
-    def answer_all():
+    def answer_all():  # the main process's (tokens, log-probabilities) for every row
         reqs = [(p, TAU + WINDOW, None) for p in PROMPTS]
-        return [r[:m] for r, (_, m, _) in zip(
+        tokens = [r[:m] for r, (_, m, _) in zip(
             main_client.generate([p for p, _, _ in reqs], max_tokens=TAU + WINDOW,
                                  generation_kwargs={"stop_token_ids": [EOS]})["completion_ids"],
             reqs)]
+        return tokens, {k: [_fake_logprob(j, t) for j, t in enumerate(r)]
+                        for k, r in enumerate(tokens)}
 
     main_client._answer_all = answer_all
     monkeypatch.setattr(accelerate.utils, "gather_object", gather_object)
@@ -472,6 +496,9 @@ def test_server_mode_with_two_processes_sends_one_call_and_returns_each_its_rows
         assert len(client.calls) == 1 and client.calls[0]["prompts"] == PROMPTS
     start = 0 if rank == 0 else 2
     assert [len(p) for p in res.prefix_ids] == EXPECTED_L[start : start + len(mine)]
+    # each process gets its own rows' confidence features from the main process's call
+    torch.testing.assert_close(res.confidence, confidence_features(
+        [[_fake_logprob(k, t) for k, t in enumerate(ids)] for ids in res.prefix_ids]))
 
 
 def test_trainer_selects_the_vllm_backend_when_use_vllm_is_set(fake_vllm, model):
