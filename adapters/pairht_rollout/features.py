@@ -245,7 +245,9 @@ def _full_features(
     return masked_window_mean(res.hidden_states[-1][:, -w:], lengths, window)
 
 
-def _full_attention_layers(cache: Any) -> list[Any] | None:
+def full_attention_layers(cache: Any) -> list[Any] | None:
+    """The cache's layers when every one is a full-attention ``DynamicLayer`` (rows can be
+    copied or shifted independently), else ``None`` (sliding-window or hybrid models)."""
     from transformers.cache_utils import DynamicLayer
 
     layers = list(cache.layers)
@@ -302,7 +304,7 @@ def _shared_prompt_features(
 
     device = model.device
     cache = DynamicCache(config=model.config)
-    if _full_attention_layers(cache) is None:  # layers built from the config: refuse early
+    if full_attention_layers(cache) is None:  # layers built from the config: refuse early
         return None
     blocks: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]] = []
     if common and n_distinct > 1:
@@ -329,7 +331,7 @@ def _shared_prompt_features(
         ids, mask = ids.to(device), mask.to(device)
         if seen is not None and take is not None:
             take = take.to(device)
-            layers = _full_attention_layers(cache)  # the first pass creates the layers
+            layers = full_attention_layers(cache)  # the first pass creates the layers
             if layers is None or cache.get_seq_length() != seen.shape[1]:
                 return None
             for layer in layers:

@@ -40,6 +40,7 @@ from pairht_rollout.contract import PrefixResult, check_prompts, parse_selection
 from pairht_rollout.features import (
     confidence_features,
     forward_kwargs,
+    full_attention_layers,
     left_pad,
     masked_window_mean,
     position_ids,
@@ -155,15 +156,15 @@ def _dynamic_layers(cache) -> list[Any]:
         raise NotImplementedError(
             f"two-phase generation re-aligns a DynamicCache; got {type(cache).__name__}"
         )
-    layers = list(cache.layers)
-    for layer in layers:
-        if type(layer) is not DynamicLayer:
-            # A sliding-window layer keeps only the last W columns, so rows cannot be shifted
-            # independently without losing keys; not supported.
-            raise NotImplementedError(
-                f"two-phase generation supports full-attention DynamicLayer caches only; "
-                f"got {type(layer).__name__} (sliding-window or hybrid models are not supported)"
-            )
+    layers = full_attention_layers(cache)
+    if layers is None:
+        # A sliding-window layer keeps only the last W columns, so rows cannot be shifted
+        # independently without losing keys; not supported.
+        other = next(type(lay).__name__ for lay in cache.layers if type(lay) is not DynamicLayer)
+        raise NotImplementedError(
+            f"two-phase generation supports full-attention DynamicLayer caches only; "
+            f"got {other} (sliding-window or hybrid models are not supported)"
+        )
     return layers
 
 
