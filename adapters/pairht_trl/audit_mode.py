@@ -32,6 +32,7 @@ Score norms: ``m_hat = sqrt(prefix_len + [not finished] c_hat)``
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -41,6 +42,8 @@ import torch
 from transformers import TrainerCallback
 
 __all__ = ["AuditCallback", "collect_population", "default_score_block"]
+
+_log = logging.getLogger("pairht_trl")
 
 
 def default_score_block(model: torch.nn.Module) -> str:
@@ -186,6 +189,13 @@ class AuditCallback(TrainerCallback):
     block : str, optional
         Score block parameter name (default: the final norm weight).
     dataset : sequence of rows, optional
+    advise : bool
+        After writing a population, audit PAIR's default against small-group GRPO on it at the
+        trainer's ``budget_ratio`` (:func:`pairht.audit.width_advice`, exact, a few seconds):
+        log the verdict at INFO and the metrics ``pair/width_mse_ratio`` (PAIR's exact MSE
+        over GRPO's at the same generated tokens; above 1 the prefixes do not pay) and
+        ``pair/width_grpo_group_size`` (the ``G'`` to use instead), and keep it in
+        ``advice`` as ``(step, WidthAdvice)``. Default True.
 
     Pass it in ``callbacks=[...]`` of :class:`~pairht_trl.PairGRPOTrainer`, which binds itself.
     """
@@ -197,6 +207,7 @@ class AuditCallback(TrainerCallback):
         output_dir: str | None = None,
         block: str | None = None,
         dataset: Sequence[dict[str, Any]] | None = None,
+        advise: bool = True,
     ) -> None:
         self.steps = sorted({int(s) for s in steps})
         if any(s < 0 for s in self.steps):
@@ -207,8 +218,10 @@ class AuditCallback(TrainerCallback):
         self.output_dir = output_dir
         self.block = block
         self.dataset = dataset
+        self.advise = bool(advise)
         self.trainer: Any = None
         self.written: list[str] = []
+        self.advice: list[tuple[int, Any]] = []
 
     def _audit(self, step: int) -> None:
         trainer = self.trainer
@@ -226,6 +239,21 @@ class AuditCallback(TrainerCallback):
         path = os.path.join(folder, f"population-step{step}.npz")
         collect_population(trainer, examples, path, block=self.block)
         self.written.append(path)
+        if self.advise and len(examples) >= 2:
+            self._advise(step, path)
+
+    def _advise(self, step: int, path: str) -> None:
+        """Do the prefixes pay on this population? (:func:`pairht.audit.width_advice`.)"""
+        from pairht.audit import load_population, width_advice
+
+        args = self.trainer.args
+        adv = width_advice(load_population(path), args.budget_ratio, pi_min=args.pi_min,
+                           seed=step)
+        self.advice.append((step, adv))
+        m = self.trainer._metrics["train"]
+        m["pair/width_mse_ratio"].append(adv.ratio)
+        m["pair/width_grpo_group_size"].append(adv.group_size)
+        _log.info("audit at step %d: %s", step, adv.line())
 
     def on_train_begin(self, args, state, control, **kwargs):
         if 0 in self.steps and state.global_step == 0:

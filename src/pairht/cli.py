@@ -258,9 +258,11 @@ def audit(
     noise: float = NOISE,
     prefix_tokens: int = PREFIX_TOKENS,
     predictions: Predictions = PREDICTIONS_OPT,
-    compare: str = typer.Option("pair", "--compare",
-                                help="Row the summary line compares with the best baseline "
-                                     "(exact MSE ratio, bootstrap interval over prompts)."),
+    compare: str | None = typer.Option(
+        None, "--compare",
+        help="Row the summary line compares with the best baseline (exact MSE ratio, "
+             "bootstrap interval over prompts); default pair_width (PAIR choosing its "
+             "prefix width from history) when it ran, else pair."),
     budget: float = BUDGET,
     pi_min: float = PI_MIN,
     draws: int = typer.Option(50_000, "--draws", min=0,
@@ -307,6 +309,9 @@ def audit(
                           alpha=alpha)
         _writable(out)
         result = _run_with_progress(pop, keys, cfg, draws, quiet)
+        if compare is None:
+            compare = "pair_width" if any(r.key == "pair_width" for r in result.rows) \
+                else "pair"
         summary = _summary(result, seed, compare)
         _print_table(result, f"PAIR audit: P={pop.n_prompts}, G={pop.group_size}, realised "
                              f"suffix tokens {budget} of the full cost, predictions "

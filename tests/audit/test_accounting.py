@@ -40,7 +40,8 @@ def fin_audit(fin_pop, fin_cfg):
     return run_audit(fin_pop, None, fin_cfg, n_draws=20_000)
 
 
-VERTEX = [k for k, r in ROWS.items() if r.estimator != "edge" and k != "grpo_small"]
+VERTEX = [k for k, r in ROWS.items()
+          if r.estimator in ("ht", "conditional_ht") and k != "grpo_small"]
 
 
 def test_every_row_runs_and_agrees_with_its_monte_carlo(fin_audit):

@@ -138,3 +138,22 @@ def test_uninformative_heads_reduce_pair_to_uniform_among_unfinished_on_the_real
                                                                rel=1e-6), m
     # ... and the two references differ: the comparisons above can tell them apart.
     assert not np.allclose(mse["uniform_ht"], mse["srswor"], rtol=1e-3)
+
+
+@pytest.mark.parametrize(("path", "budget"), [(SMALL[0], 0.25), (SMALL[1], 0.5)],
+                         ids=["tau8-b0.25", "tau32-b0.5"])
+def test_pair_deciding_its_width_is_never_worse_than_the_best_baseline(path, budget):
+    """Issue 14's first "done when", short form: at equal generated tokens, PAIR choosing its
+    prefix width from history (cross-fitted by prompt) has exact MSE <= 1.00x the best
+    trivial baseline, and the bootstrap interval's upper end shows it."""
+    from pairht.audit import AuditConfig, compare_to_baselines, run_audit
+
+    pop = load_population(path)
+    res = run_audit(pop, rows=["uniform_ht", "srswor", "pointwise_ht", "grpo_small",
+                               "pair_width"], config=AuditConfig(budget_ratio=budget),
+                    n_draws=0)
+    cmp = compare_to_baselines(res, "pair_width")
+    assert cmp.ratio <= 1.0 + 1e-12 and cmp.high <= 1.0 + 1e-12, cmp.line()
+    # Here small-group GRPO is the best baseline and the choice runs it on every prompt.
+    assert cmp.baseline == "grpo_small"
+    assert res.row("pair_width").metrics["chose_grpo_small"] == 1.0

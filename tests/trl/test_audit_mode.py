@@ -66,6 +66,16 @@ def test_callback_writes_populations_that_pairht_audit_reads(tmp_path):
     assert cb.trainer is trainer
     trainer.train()
     assert len(cb.written) == 1
+    # The callback audited PAIR against small-group GRPO on the population it wrote.
+    from pairht.audit import load_population, width_advice
+
+    (step, adv), = cb.advice
+    assert step == 1
+    again = width_advice(load_population(cb.written[0]), trainer.args.budget_ratio,
+                         pi_min=trainer.args.pi_min, seed=1)
+    assert adv == again and adv.choice in ("pair", "grpo_small")
+    assert (adv.choice == "pair") == (adv.ratio < 1.0)
+    assert 0.0 < adv.generated < 1.0 and 0.0 < adv.group_size < G
     out = tmp_path / "report"
     subprocess.run(
         [sys.executable, "-m", "pairht.cli", "audit", "--population", cb.written[0],

@@ -20,6 +20,7 @@ Examples
 # Registers the comparator rows (vip, hora, duet, dppo, pair_joint, ...) with ROWS; imported
 # here, after rows, so that rows never imports the comparators (imports run one way).
 from pairht.audit import comparator_rows as _comparator_rows  # noqa: F401
+from pairht.audit.advice import WidthAdvice, width_advice
 from pairht.audit.base import AuditConfig
 from pairht.audit.population import (
     FORMAT_VERSION,
@@ -57,6 +58,7 @@ __all__ = [
     "Population",
     "RowResult",
     "VertexRow",
+    "WidthAdvice",
     "compare_to_baselines",
     "load_population",
     "register_row",
@@ -66,5 +68,6 @@ __all__ = [
     "to_csv",
     "to_json",
     "to_markdown",
+    "width_advice",
     "with_predictions",
 ]

@@ -29,8 +29,9 @@ from pairht.estimators import VARIANTS, token_counts
 #: joint inclusions, any :data:`pairht.estimators.VARIANTS` weighting), ``"conditional_ht"``
 #: (a :class:`~pairht.designs.MixedSize` design: exact HT weights of the component the sample
 #: came from, identified by its size; for SRSWOR components this is the plain pair average,
-#: i.e. GRPO's RLOO estimate) and ``"edge"`` (direct edge sampling).
-ESTIMATORS = ("ht", "conditional_ht", "edge")
+#: i.e. GRPO's RLOO estimate), ``"edge"`` (direct edge sampling) and ``"choice"`` (per prompt,
+#: the estimate of another row chosen from history: :mod:`pairht.audit.width`).
+ESTIMATORS = ("ht", "conditional_ht", "edge", "choice")
 
 
 class RowUnavailable(RuntimeError):

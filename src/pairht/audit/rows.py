@@ -511,6 +511,40 @@ class Pair(VertexRow):
     design, step_design = "conditional_poisson", True
 
 
+class ChoiceRow(AuditRow):
+    """A row that runs, per prompt, one of other rows chosen from history (cross-fitted).
+
+    ``options`` are row keys, in order of preference on ties. The runner evaluates the options
+    and takes each prompt's exact MSE from the option chosen on the *other* folds of prompts
+    (:func:`pairht.audit.width.cross_fitted_choice`); there is no design of its own to plan.
+    """
+
+    estimator = "choice"
+    options: ClassVar[tuple[str, ...]] = ()
+    # Its options are cost-matched; the choice spends their pooled generated tokens only up to
+    # how per-prompt totals differ between the options (reported as ``generated``).
+    cost_matched = False
+
+    def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
+        # A choice has no design: run_audit evaluates its options and selects per prompt.
+        raise TypeError(f"row {self.key!r} chooses among {self.options}; run_audit evaluates "
+                        f"it from their results, it has no plan of its own")
+
+
+@register_row
+class PairWidth(ChoiceRow):
+    """PAIR deciding its prefix width from history (:mod:`pairht.audit.width`).
+
+    Per fold of prompts, small-group GRPO (``G'`` whole completions, no prefixes) or PAIR's
+    default (every prefix, then the selected suffixes), whichever had the lower exact MSE on
+    the other folds; both at the same total generated tokens. GRPO first: on a tie the
+    prefixes are not worth generating.
+    """
+
+    key, label, group, unbiased = "pair_width", "PAIR, width from history", "practical", True
+    options = ("grpo_small", "pair")
+
+
 @register_row
 class PairBernoulli(VertexRow):
     """PAIR's Bernoulli design (``size=None``): the paper's; shared by the weighting rows."""

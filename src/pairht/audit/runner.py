@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from pairht.audit.base import AuditConfig, RowUnavailable
+from pairht.audit.base import AuditConfig, RowUnavailable, prefix_tokens, whole_tokens
 from pairht.audit.exact import exact_summary, row_moments
 from pairht.audit.montecarlo import mc_summary, row_draws, summarise
 from pairht.audit.population import Population
-from pairht.audit.rows import AuditRow, select_rows
+from pairht.audit.rows import AuditRow, ChoiceRow, select_rows
+from pairht.audit.width import cross_fitted_choice
 from pairht.estimators import pair_gradient
 
 #: Default Monte Carlo draws per prompt (the paper's 50,000).
@@ -127,8 +128,18 @@ def run_audit(
     L = pop.reduced_scores()
     g = pair_gradient(pop.rewards, L)
     cache: dict[str, Any] = {}
-    results = [_run_row(row, pop, L, g, cfg, cache, n_draws, exact, progress)
-               for row in selected]
+    # A choice row is evaluated from its options' results: run every option once, also those
+    # not asked for (they are then left out of the table).
+    keys = [r.key for r in selected]
+    needed = [r for r in selected if not isinstance(r, ChoiceRow)]
+    for r in selected:
+        if isinstance(r, ChoiceRow):
+            needed += [o for o in select_rows(list(r.options))
+                       if o.key not in keys and o not in needed]
+    done = {r.key: _run_row(r, pop, L, g, cfg, cache, n_draws, exact, progress)
+            for r in needed}
+    results = [_run_choice(r, done, pop, cfg) if isinstance(r, ChoiceRow) else done[r.key]
+               for r in selected]
     return AuditResult(
         rows=results,
         config={**cfg.__dict__, "n_draws": int(n_draws)},
@@ -157,9 +168,14 @@ def _run_row(row: AuditRow, pop: Population, L: np.ndarray, g: np.ndarray, cfg: 
     if mom is not None:
         ex = exact_summary(mom, g, pop, plan)
         res.exact_method = mom.method
-        if mom.bias is not None and mom.trace_cov is not None:
-            res.per_prompt["mse_exact"] = np.einsum("pd,pd->p", mom.bias, mom.bias) + \
-                mom.trace_cov
+        if mom.bias is not None:
+            b2 = np.einsum("pd,pd->p", mom.bias, mom.bias)
+            res.per_prompt["bias_exact"] = np.sqrt(b2)
+            if mom.trace_cov is not None:
+                res.per_prompt["mse_exact"] = b2 + mom.trace_cov
+        # Every generated token per prompt (prefixes included), for choice rows.
+        share = plan.prefix_tokens / max(prefix_tokens(pop), 1e-300)
+        res.per_prompt["generated"] = share * pop.prefix_len.sum(axis=1) + mom.tokens
     res.metrics.update(ex)
     res.metrics["budget_scale"] = float(plan.budget_scale)
     res.metrics["alloc_ms"] = 1e3 * plan.alloc_seconds / P
@@ -191,4 +207,37 @@ def _run_row(row: AuditRow, pop: Population, L: np.ndarray, g: np.ndarray, cfg: 
                                     + 1e3 * sample / (P * n_draws))
     else:
         res.metrics["design_ms"] = res.metrics["alloc_ms"] + res.metrics["build_ms"]
+    return res
+
+
+def _run_choice(row: ChoiceRow, done: dict[str, RowResult], pop: Population,
+                cfg: AuditConfig) -> RowResult:
+    """A choice row from its options' exact per-prompt results (no Monte Carlo of its own:
+    its options are replayed)."""
+    res = RowResult(key=row.key, label=row.label, group=row.group, unbiased=row.unbiased)
+    opts = [done[k] for k in row.options]
+    bad = [o.key for o in opts if not o.ok or "mse_exact" not in o.per_prompt]
+    if bad:
+        res.status = f"failed: options {bad} have no exact per-prompt MSE"
+        return res
+    choice, mse = cross_fitted_choice({o.key: o.per_prompt["mse_exact"] for o in opts},
+                                      row.options, seed=cfg.seed)
+    idx = np.arange(pop.n_prompts)
+
+    def pick(name: str) -> np.ndarray:
+        return np.stack([o.per_prompt[name] for o in opts])[choice, idx]
+
+    bias, generated = pick("bias_exact"), pick("generated")
+    res.exact_method = "choice"
+    res.per_prompt.update(mse_exact=mse, bias_exact=bias, generated=generated,
+                          choice=choice.astype(np.float64))
+    res.metrics.update(mse_exact=float(mse.mean()), bias_exact=float(bias.mean()),
+                       generated_exact=float(generated.sum() / whole_tokens(pop)),
+                       design_ms=float(np.mean([o.metrics.get("design_ms", np.nan)
+                                                for o in opts])))
+    for j, o in enumerate(opts):
+        res.metrics[f"chose_{o.key}"] = float(np.mean(choice == j))
+    res.notes.append("per fold of prompts, from the other folds: " + ", ".join(
+        f"{o.key} on {int(np.sum(choice == j))} of {pop.n_prompts} prompts"
+        for j, o in enumerate(opts)))
     return res

@@ -1,0 +1,112 @@
+r"""PAIR that decides its prefix width from history: prefixes for all, or whole completions.
+
+A prefix design generates a prefix for each of the ``G`` candidates and then the selected
+suffixes; at the same total generated tokens, small-group GRPO generates ``G'`` whole
+completions and no prefixes. Which one has the lower gradient MSE depends on the population:
+where the prefix is a large share of each completion (short answers, a late checkpoint) or the
+heads carry little within-group signal, the prefixes cost more than selection recovers and
+GRPO wins (docs/audit.md, issue 14). A *width choice* runs whichever of its options had the
+lower exact MSE on the groups it has already seen, so it is never worse than the better
+option by more than what history mispredicts, and equal to it when history is clear.
+
+In the audit, "history" is **cross-fitting by prompt**: the prompts are split into ``K``
+folds (seeded); the option chosen for the prompts of fold ``k`` is the one with the lower
+mean exact MSE over the prompts of the *other* folds, and the row's exact MSE on a prompt is
+its chosen option's. The choice never sees the prompt it is scored on, as a training step
+never sees the groups it has not generated yet. Both options spend the same expected total
+generated tokens (small-group GRPO is matched to the prefix design's total, pooled over
+prompts), so the choice does too, up to how the per-prompt totals differ.
+
+Exact
+-----
+Each option's per-prompt exact MSE (bias and covariance from the design's inclusion
+probabilities) is the audit's own; the choice adds no approximation: the choice row's
+per-prompt MSE is a selection of exact values. Its Monte Carlo consistency is that of its
+options, which the audit replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+#: Folds of the cross-fitted choice (fewer when there are fewer prompts).
+N_FOLDS = 4
+
+
+def prompt_folds(n_prompts: int, *, n_folds: int = N_FOLDS, seed: int = 0) -> np.ndarray:
+    """Fold index of every prompt: a seeded permutation cut into ``min(n_folds, P)`` parts.
+
+    Examples
+    --------
+    >>> prompt_folds(6, n_folds=3, seed=0).tolist()
+    [0, 1, 0, 2, 1, 2]
+    """
+    if isinstance(n_prompts, bool) or not isinstance(n_prompts, (int, np.integer)) \
+            or n_prompts < 1:
+        raise ValueError(f"n_prompts must be an int >= 1; got {n_prompts!r}")
+    if isinstance(n_folds, bool) or not isinstance(n_folds, (int, np.integer)) or n_folds < 1:
+        raise ValueError(f"n_folds must be an int >= 1; got {n_folds!r}")
+    k = min(int(n_folds), int(n_prompts))
+    order = np.random.default_rng(np.random.SeedSequence([int(seed), 31])).permutation(
+        int(n_prompts))
+    folds = np.empty(int(n_prompts), dtype=np.int64)
+    for f, part in enumerate(np.array_split(order, k)):
+        folds[part] = f
+    return folds
+
+
+def cross_fitted_choice(mse: Mapping[str, np.ndarray], options: Sequence[str], *,
+                        n_folds: int = N_FOLDS, seed: int = 0
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    r"""Choose an option per fold from the other folds' exact MSEs.
+
+    For the prompts of fold ``k`` the chosen option is
+    ``argmin_o mean_{q not in fold k} mse[o][q]`` (ties and a fold with no other prompts go to
+    the first of ``options``).
+
+    Parameters
+    ----------
+    mse : mapping of str to ndarray, shape (P,)
+        Per-prompt exact MSE of every option.
+    options : sequence of str
+        The options, in order of preference on ties.
+    n_folds, seed : folds of :func:`prompt_folds`.
+
+    Returns
+    -------
+    choice : ndarray of int, shape (P,)
+        Index into ``options`` of the option run on each prompt.
+    chosen_mse : ndarray, shape (P,)
+        ``mse[options[choice[q]]][q]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> mse = {"a": np.array([1.0, 1.0, 1.0, 1.0]), "b": np.array([2.0, 0.5, 0.5, 0.5])}
+    >>> choice, chosen = cross_fitted_choice(mse, ["a", "b"], n_folds=4)
+    >>> [["a", "b"][c] for c in choice], chosen.tolist()
+    (['b', 'a', 'a', 'a'], [2.0, 1.0, 1.0, 1.0])
+    """
+    opts = list(options)
+    if len(opts) < 2 or len(set(opts)) != len(opts):
+        raise ValueError(f"options must name at least two distinct options; got {opts!r}")
+    missing = [o for o in opts if o not in mse]
+    if missing:
+        raise ValueError(f"mse has no per-prompt MSE for options {missing}; it has "
+                         f"{sorted(mse)}")
+    table = np.stack([np.asarray(mse[o], dtype=np.float64) for o in opts])
+    if table.ndim != 2 or not np.all(np.isfinite(table)):
+        raise ValueError(f"mse must hold one finite (P,) array per option; shapes "
+                         f"{[np.shape(mse[o]) for o in opts]}")
+    P = table.shape[1]
+    folds = prompt_folds(P, n_folds=n_folds, seed=seed)
+    choice = np.zeros(P, dtype=np.int64)
+    for f in np.unique(folds):
+        seen = folds != f
+        if seen.any():
+            # argmin returns the first minimum: ties go to the earlier option.
+            choice[folds == f] = int(np.argmin(table[:, seen].mean(axis=1)))
+    return choice, table[choice, np.arange(P)]
+

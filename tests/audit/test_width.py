@@ -1,0 +1,119 @@
+"""PAIR deciding its prefix width from history (pairht.audit.width, row ``pair_width``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pairht.audit import ROWS, AuditConfig, run_audit, synthetic_population
+from pairht.audit.width import cross_fitted_choice, prompt_folds
+
+
+@pytest.mark.parametrize(("P", "k"), [(1, 4), (3, 4), (10, 4), (48, 4), (7, 2)])
+def test_folds_partition_the_prompts_into_balanced_seeded_parts(P, k):
+    folds = prompt_folds(P, n_folds=k, seed=3)
+    sizes = np.bincount(folds)
+    assert len(sizes) == min(k, P) and sizes.sum() == P
+    assert sizes.max() - sizes.min() <= 1
+    np.testing.assert_array_equal(folds, prompt_folds(P, n_folds=k, seed=3))
+    if P >= 10:
+        assert not np.array_equal(folds, prompt_folds(P, n_folds=k, seed=4))
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, True])
+def test_folds_refuse_bad_sizes(bad):
+    with pytest.raises(ValueError, match="n_prompts"):
+        prompt_folds(bad)
+    with pytest.raises(ValueError, match="n_folds"):
+        prompt_folds(5, n_folds=bad)
+
+
+def test_choice_is_the_argmin_over_the_other_folds_brute_force():
+    rng = np.random.default_rng(0)
+    P = 23
+    mse = {"a": rng.gamma(2.0, size=P), "b": rng.gamma(2.0, size=P),
+           "c": rng.gamma(2.0, size=P)}
+    opts = ["a", "b", "c"]
+    choice, chosen = cross_fitted_choice(mse, opts, n_folds=4, seed=5)
+    folds = prompt_folds(P, n_folds=4, seed=5)
+    for q in range(P):
+        others = [p for p in range(P) if folds[p] != folds[q]]
+        means = [np.mean([mse[o][p] for p in others]) for o in opts]
+        assert choice[q] == int(np.argmin(means))
+        assert chosen[q] == mse[opts[choice[q]]][q]
+    # The choice for a fold does not depend on that fold's own MSEs.
+    f0 = folds == 0
+    moved = {o: np.where(f0, 1e9 if o == opts[choice[f0][0]] else 0.0, v)
+             for o, v in mse.items()}
+    np.testing.assert_array_equal(cross_fitted_choice(moved, opts, n_folds=4, seed=5)[0][f0],
+                                  choice[f0])
+
+
+def test_ties_and_a_single_prompt_go_to_the_first_option():
+    same = {"x": np.ones(6), "y": np.ones(6)}
+    assert cross_fitted_choice(same, ["x", "y"])[0].tolist() == [0] * 6
+    assert cross_fitted_choice(same, ["y", "x"])[0].tolist() == [0] * 6
+    one = {"x": np.array([5.0]), "y": np.array([1.0])}
+    assert cross_fitted_choice(one, ["x", "y"])[0].tolist() == [0]
+
+
+def test_choice_refuses_bad_input():
+    mse = {"x": np.ones(4), "y": np.ones(4)}
+    with pytest.raises(ValueError, match="at least two distinct"):
+        cross_fitted_choice(mse, ["x"])
+    with pytest.raises(ValueError, match="at least two distinct"):
+        cross_fitted_choice(mse, ["x", "x"])
+    with pytest.raises(ValueError, match=r"options \['z'\]"):
+        cross_fitted_choice(mse, ["x", "z"])
+    with pytest.raises(ValueError, match="finite"):
+        cross_fitted_choice({"x": np.ones(4), "y": np.array([1.0, np.nan, 1.0, 1.0])},
+                            ["x", "y"])
+
+
+@pytest.fixture(scope="module")
+def width_audit():
+    # Long suffixes (synthetic, tau = 8) at budget 0.5: PAIR and GRPO are close, so the choice
+    # is not the same on every fold of 16 prompts.
+    pop = synthetic_population(16, 8, prefix_tokens=8, rng=3)
+    cfg = AuditConfig(budget_ratio=0.5, seed=1)
+    return pop, cfg, run_audit(pop, rows=["pair_width", "grpo_small"], config=cfg, n_draws=0)
+
+
+def test_pair_width_takes_each_prompt_from_its_chosen_option(width_audit):
+    pop, cfg, res = width_audit
+    row = ROWS["pair_width"]
+    # Options not asked for are run but not reported.
+    assert [r.key for r in res.rows] == ["pair_width", "grpo_small"]
+    full = run_audit(pop, rows=list(row.options), config=cfg, n_draws=0)
+    mse = {k: full.row(k).per_prompt["mse_exact"] for k in row.options}
+    gen = {k: full.row(k).per_prompt["generated"] for k in row.options}
+    choice, chosen = cross_fitted_choice(mse, row.options, seed=cfg.seed)
+    w = res.row("pair_width")
+    assert w.ok and w.exact_method == "choice"
+    assert 0 < choice.sum() < pop.n_prompts  # this population's folds choose differently
+    np.testing.assert_array_equal(w.per_prompt["mse_exact"], chosen)
+    np.testing.assert_array_equal(w.per_prompt["choice"], choice)
+    assert w.metrics["mse_exact"] == pytest.approx(chosen.mean(), rel=1e-15)
+    assert w.metrics["bias_exact"] <= 1e-12  # both options are design-unbiased
+    picked = np.stack([gen[k] for k in row.options])[choice, np.arange(pop.n_prompts)]
+    from pairht.audit.base import whole_tokens
+    assert w.metrics["generated_exact"] == pytest.approx(picked.sum() / whole_tokens(pop),
+                                                         rel=1e-12)
+    assert sum(w.metrics[f"chose_{k}"] for k in row.options) == pytest.approx(1.0)
+    # GRPO's per-prompt generated tokens sum to what PAIR generates (pooled matching).
+    assert gen["grpo_small"].sum() == pytest.approx(gen["pair"].sum(), rel=1e-9)
+
+
+def test_generated_per_prompt_sums_to_the_pooled_metric(width_audit):
+    pop, cfg, _ = width_audit
+    from pairht.audit.base import whole_tokens
+    res = run_audit(pop, rows=["srswor", "grpo_small", "pair"], config=cfg, n_draws=0)
+    for r in res.rows:
+        assert r.per_prompt["generated"].sum() / whole_tokens(pop) == pytest.approx(
+            r.metrics["generated_exact"], rel=1e-12), r.key
+
+
+def test_choice_row_has_no_plan_of_its_own(width_audit):
+    pop, cfg, _ = width_audit
+    with pytest.raises(TypeError, match="chooses among"):
+        ROWS["pair_width"].plan(pop, cfg, {})
