@@ -1,0 +1,117 @@
+r"""Does PAIR pay on the demo's own task? The audit on the chain task's policy population.
+
+``make demo`` trains PAIR and GRPO on the chain-arithmetic task (:mod:`pairht_demo.chain`). This
+script asks the frozen-population audit the question the training run cannot answer with
+intervals: at equal generated tokens, how does PAIR's gradient compare with the baselines' on
+that task, with the heads the trainer has after ``--train-steps`` PAIR steps, and with
+hindsight-perfect heads? It
+
+1. warm-starts the demo's tiny Llama (the demo's cache), trains it ``--train-steps`` steps with
+   :class:`pairht_trl.PairGRPOTrainer` in the demo's setting (``G = 8``, ``tau = 8``, budget
+   0.5) so the prefix heads have labels,
+2. writes a population of ``--prompts`` fresh training prompts x ``G`` candidates generated to
+   the end (:func:`pairht_trl.audit_mode.collect_population`: rewards, realised suffix tokens,
+   the heads' predictions at the checkpoint, autograd scores on the final norm weight),
+3. runs the audit at budgets 0.25 and 0.5 with exact metrics (the rows of
+   ``benchmarks/audit_tables.py``: every baseline, PAIR's default, PAIR deciding its width, and
+   PAIR with hindsight-perfect and prompt-mean predictions) and prints the markdown table.
+
+::
+
+    python benchmarks/demo_population.py                 # about 2 CPU-minutes after the cache
+    python benchmarks/demo_population.py --seed 1 --prompts 32
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def build_population(seed: int, prompts: int, train_steps: int, path: str):
+    """Train PAIR ``train_steps`` steps on the chain task, then collect a population."""
+    from pairht_demo import toy
+    from pairht_demo.chain import CHAIN_TASK
+    from pairht_demo.demo import TASK_DEFAULTS, _base_kwargs, single_blas_thread
+    from pairht_demo.warm_cache import warm_model
+    from pairht_trl import PairGRPOConfig, PairGRPOTrainer
+    from pairht_trl.audit_mode import collect_population
+
+    task, d = CHAIN_TASK, TASK_DEFAULTS["chain"]
+    tokenizer = toy.make_tokenizer(task)
+    base = warm_model(task, seed, int(d["warmup_steps"]),
+                      toy.ToyModelConfig(max_positions=int(d["max_positions"])))
+    G, per_step = 8, 8
+    dataset = task.dataset(max(train_steps, 1) * per_step + prompts, rng=seed, split="train")
+    with tempfile.TemporaryDirectory() as tmp, single_blas_thread():
+        kwargs = _base_kwargs(tmp, steps=max(train_steps, 1), seed=seed, num_generations=G,
+                              prompts_per_step=per_step,
+                              learning_rate=float(d["learning_rate"]),
+                              max_completion_length=task.max_new_tokens)
+        cfg = PairGRPOConfig(**kwargs, mode="exact", tau=int(d["tau"]), snap_window=8,
+                             budget_ratio=0.5, design_seed=seed)
+        trainer = PairGRPOTrainer(model=copy.deepcopy(base), reward_funcs=task.reward,
+                                  args=cfg, train_dataset=dataset, processing_class=tokenizer)
+        if train_steps > 0:
+            trainer.train()
+        # Prompts the training stream did not reach first (the last rows of the dataset).
+        examples = [dict(dataset[len(dataset) - 1 - i]) for i in range(prompts)]
+        trainer.model.eval()
+        return collect_population(trainer, examples, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prompts", type=int, default=48)
+    ap.add_argument("--train-steps", type=int, default=20)
+    ap.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5])
+    ap.add_argument("--out", default=None, help="also keep the population here (.npz)")
+    ap.add_argument("--n-boot", type=int, default=2000)
+    args = ap.parse_args(argv)
+    import numpy as np
+
+    from audit_tables import audit_cell
+
+    t0 = time.perf_counter()
+    path = args.out or os.path.join(tempfile.mkdtemp(), "chain_population.npz")
+    pop = build_population(args.seed, args.prompts, args.train_steps, path)
+    fin = 0.0 if pop.finished is None else float(pop.finished.mean())
+    whole = pop.prefix_len + np.where(pop.finished, 0, pop.costs)
+    print(f"\n### Chain task (make demo's), seed {args.seed}, after {args.train_steps} PAIR "
+          f"steps: {pop.n_prompts} prompts x G={pop.group_size}\n")
+    print(f"* success rate {pop.rewards.mean():.3f}; mean completion {whole.mean():.1f} "
+          f"tokens, prefix {pop.prefix_len.mean():.1f}; finished at the checkpoint "
+          f"{fin:.3f}\n")
+    cols = {}
+    foot = []
+    for b in args.budgets:
+        cells, best, best_mse = audit_cell(pop, b, seed=args.seed, reference="all",
+                                           n_boot=args.n_boot)
+        cols[b] = cells
+        foot.append(f"budget={b}: best baseline {best} (exact MSE {best_mse:.4g})")
+    keys = list(next(iter(cols.values())))
+    print("| row | " + " | ".join(f"b={b}" for b in cols) + " |")
+    print("|---|" + "---|" * len(cols))
+    for k in keys:
+        vals = []
+        for c in cols.values():
+            r, lo, hi = c[k]
+            vals.append("n/a" if np.isnan(r) else f"{r:.3f} [{lo:.3f}, {hi:.3f}]")
+        print(f"| `{k}` | " + " | ".join(vals) + " |")
+    print()
+    for line in foot:
+        print(f"* {line}")
+    print(f"\n({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
