@@ -117,3 +117,50 @@ def test_choice_row_has_no_plan_of_its_own(width_audit):
     pop, cfg, _ = width_audit
     with pytest.raises(TypeError, match="chooses among"):
         ROWS["pair_width"].plan(pop, cfg, {})
+
+
+# ------------------------------------------------------------------ intermediate widths
+def test_full_width_two_stage_is_the_row_itself(width_audit):
+    from pairht.audit.advice import two_stage_mse
+
+    pop, cfg, _ = width_audit
+    mse, b_w = two_stage_mse(pop, 0.5, pop.group_size, seed=cfg.seed)
+    assert b_w == pytest.approx(0.5, rel=1e-12)
+    ref = run_audit(pop, rows=["pair"], config=cfg, n_draws=0).row("pair")
+    np.testing.assert_allclose(mse, ref.per_prompt["mse_exact"], rtol=1e-12, atol=0.0)
+
+
+@pytest.mark.parametrize("width", [2, 3, 5])
+def test_width_w_completing_everything_is_small_group_grpo_with_w_completions(width):
+    """With no prefix tokens and the full row among the subset (b_w = 1), the two-stage MSE is
+    the enumerated E||g_S - g||^2 alone; small-group GRPO with G' = w whole completions has
+    the same exact MSE from its design's inclusion probabilities (an independent path)."""
+    import dataclasses
+
+    from pairht.audit.advice import two_stage_mse
+
+    pop = synthetic_population(5, 6, rng=4)
+    pop = dataclasses.replace(pop, prefix_len=np.zeros_like(pop.prefix_len))
+    b = width / pop.group_size
+    mse, b_w = two_stage_mse(pop, b, width, row="full", pi_min=0.05)
+    assert b_w == pytest.approx(1.0, rel=1e-12)
+    grpo = run_audit(pop, rows=["grpo_small"], config=AuditConfig(budget_ratio=b, pi_min=0.05),
+                     n_draws=0).row("grpo_small")
+    assert grpo.metrics["budget_scale"] * pop.group_size == pytest.approx(width, rel=1e-12)
+    np.testing.assert_allclose(mse, grpo.per_prompt["mse_exact"], rtol=1e-10, atol=1e-15)
+    # Zero exactly where every reward ties (every pair term is 0), positive elsewhere.
+    tied = np.ptp(pop.rewards, axis=1) == 0
+    assert np.all(mse[tied] == 0) and np.all(mse[~tied] > 0) and (~tied).any()
+
+
+def test_two_stage_refuses_what_it_cannot_compute(width_audit):
+    from pairht.audit.advice import subset_population, two_stage_mse
+
+    pop, _, _ = width_audit
+    with pytest.raises(ValueError, match="width must be an int in"):
+        subset_population(pop, 1)
+    with pytest.raises(ValueError, match="max_subsets"):
+        two_stage_mse(pop, 0.5, 4, max_subsets=10)
+    # Two of eight candidates cannot spend what PAIR spends at budget 0.5.
+    with pytest.raises(ValueError, match="outside"):
+        two_stage_mse(pop, 0.5, 2)

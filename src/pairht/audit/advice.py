@@ -1,14 +1,19 @@
 r"""Do the prefixes pay on a population? PAIR's default against small-group GRPO, exactly.
 
 The audit of :mod:`pairht.audit.width`'s two options on one population (a live policy's, from
-the TRL adapter's ``AuditCallback``, or a stored one), as a verdict a training loop can log.
+the TRL adapter's ``AuditCallback``, or a stored one), as a verdict a training loop can log
+(:func:`width_advice`), and the exact MSE of the widths between them (:func:`two_stage_mse`).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 
-from pairht.audit.base import AuditConfig
+import numpy as np
+
+from pairht.audit.base import AuditConfig, finished_mask, suffix_costs
 from pairht.audit.population import Population
 from pairht.audit.runner import run_audit
 from pairht.audit.summary import compare_to_baselines
@@ -73,3 +78,93 @@ def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: f
                        low=cmp.low, high=cmp.high,
                        group_size=float(grpo.metrics["budget_scale"]) * population.group_size,
                        generated=float(grpo.metrics["generated_exact"]))
+
+
+def subset_population(population: Population, width: int) -> tuple[Population, np.ndarray]:
+    """Every ``width``-subset of every prompt's candidates as a prompt of its own.
+
+    Returns the population of ``P * C(G, width)`` prompts (prompt-major, subsets in
+    :func:`itertools.combinations` order) and the subsets, shape ``(C(G, width), width)``.
+    """
+    G = population.group_size
+    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) \
+            or not 2 <= width <= G:
+        raise ValueError(f"width must be an int in [2, G = {G}]; got {width!r}")
+    idx = np.array(list(itertools.combinations(range(G), int(width))), dtype=np.int64)
+    P = population.n_prompts
+
+    def take(a: np.ndarray) -> np.ndarray:
+        return np.concatenate([a[q][idx] for q in range(P)])
+
+    gram = population.gram_matrix()
+    sub = Population(
+        p_hat=take(population.p_hat), c_hat=take(population.c_hat),
+        rewards=take(population.rewards), costs=take(population.costs),
+        prefix_len=take(population.prefix_len),
+        gram=np.concatenate([gram[q][idx[:, :, None], idx[:, None, :]] for q in range(P)]),
+        m_hat=None if population.m_hat is None else take(population.m_hat),
+        finished=take(finished_mask(population)), meta=dict(population.meta))
+    return sub, idx
+
+
+def _pair_coefficients(r: np.ndarray) -> np.ndarray:
+    """``alpha`` with ``g = sum_i alpha_i s_i`` for the pair average of rewards ``r (..., k)``:
+    ``alpha_i = (1/M) sum_{j != i} (r_i - r_j) / 2``."""
+    k = r.shape[-1]
+    return (k * r - r.sum(axis=-1, keepdims=True)) / (k * (k - 1))
+
+
+def two_stage_mse(population: Population, budget_ratio: float, width: int, *,
+                  row: str = "pair", pi_min: float = 0.08, seed: int = 0,
+                  max_subsets: int = 5000) -> tuple[np.ndarray, float]:
+    r"""Exact per-prompt MSE of PAIR at prefix width ``width``, by enumerating the subsets.
+
+    The design: a uniform ``width``-subset ``S`` of the ``G`` candidates gets prefixes, and
+    ``row`` (PAIR's default) runs among them at the budget ``b_w`` that spends what ``row``
+    spends at full width and ``budget_ratio`` (pooled over prompts); the estimate is ``row``'s
+    estimate of ``g_S``, the pair average over ``S``. Since it is unbiased for ``g_S`` given
+    ``S`` and ``E[g_S] = g``,
+
+    .. math:: \mathrm{MSE} = \frac{1}{\binom{G}{w}} \sum_{S}
+              \left(\lVert g_S - g \rVert^2 + \mathrm{MSE}_{row}(S)\right),
+
+    both terms exact (the first from the Gram matrix, the second the audit's exact MSE of the
+    sub-population ``S``). ``width = G`` is ``row`` itself.
+
+    Returns
+    -------
+    mse : ndarray, shape (P,)
+    budget : float
+        ``b_w``, the realised suffix budget ratio among the ``width`` candidates.
+
+    Raises
+    ------
+    ValueError
+        If ``C(G, width) > max_subsets``, or ``b_w`` is outside ``[pi_min, 1]`` (the width
+        cannot spend the tokens: below ``G'`` or too close to it).
+    """
+    G, P = population.group_size, population.n_prompts
+    n_sub = math.comb(G, int(width)) if isinstance(width, (int, np.integer)) else 0
+    if n_sub > max_subsets:
+        raise ValueError(f"width {width} of G = {G} has {n_sub} subsets per prompt > "
+                         f"max_subsets = {max_subsets}")
+    C = suffix_costs(population)
+    prefix = float(population.prefix_len.sum())
+    total = prefix + budget_ratio * float(C.sum())
+    share = int(width) / G
+    b_w = (total - share * prefix) / (share * float(C.sum()))
+    if not pi_min <= b_w <= 1.0 + 1e-12:
+        raise ValueError(f"width {width} spends the target tokens only at a suffix budget "
+                         f"ratio of {b_w:.4f}, outside [pi_min = {pi_min}, 1]")
+    sub, idx = subset_population(population, int(width))
+    res = run_audit(sub, rows=[row], n_draws=0, config=AuditConfig(
+        budget_ratio=min(b_w, 1.0), pi_min=pi_min, seed=seed))
+    second = res.row(row).per_prompt["mse_exact"].reshape(P, len(idx)).mean(axis=1)
+    K, r = population.gram_matrix(), population.rewards
+    alpha = _pair_coefficients(r)
+    first = np.zeros(P)
+    for S in idx:
+        d = -alpha.copy()
+        d[:, S] += _pair_coefficients(r[:, S])
+        first += np.einsum("pi,pij,pj->p", d, K, d)
+    return first / len(idx) + second, float(b_w)
