@@ -221,6 +221,10 @@ class TransformersTwoPhase:
     max_completion_length : int, optional
         Maximal completion length (prefix + suffix) in tokens, as TRL's
         ``max_completion_length``.
+    record_confidence : bool
+        Record the log-probability of every sampled prefix token (one log-softmax over the
+        vocabulary per decoding step) for :attr:`PrefixResult.confidence`. ``False`` skips that
+        work and reports ``confidence=None`` (the trainer's ``head_confidence=False``).
 
     Notes
     -----
@@ -259,6 +263,7 @@ class TransformersTwoPhase:
         snap_token_ids=None,
         generation_config: GenerationConfig | None = None,
         max_completion_length: int | None = None,
+        record_confidence: bool = True,
     ):
         if int(tau) < 1:
             raise ValueError(f"tau must be a positive number of tokens; got tau = {tau}")
@@ -289,6 +294,7 @@ class TransformersTwoPhase:
                 f"generation_config.max_new_tokens); got {max_completion_length!r}"
             )
         self.max_completion_length = int(max_completion_length)
+        self.record_confidence = bool(record_confidence)
         #: Sync check (contract attribute): this backend decodes with the policy itself, so
         #: after a phase 1 the engine-policy log-probability gap is 0 by construction.
         self.last_logprob_gap: float | None = None
@@ -355,12 +361,12 @@ class TransformersTwoPhase:
         max_new = min(self.tau + (self.snap_window if has_snap else 0), self.max_completion_length)
         cache = DynamicCache(config=model.config)
         _dynamic_layers(cache)  # refuse sliding-window models before decoding
-        recorder = _SampledLogprobs()
+        recorder = _SampledLogprobs() if self.record_confidence else None
         out = model.generate(
             input_ids=ids,
             attention_mask=mask,
             generation_config=self._config(max_new),
-            logits_processor=LogitsProcessorList([recorder]),
+            logits_processor=LogitsProcessorList([recorder] if recorder is not None else []),
             stopping_criteria=StoppingCriteriaList(
                 [_SnapStop(width, self.tau, self.snap_token_ids.to(device))]
             ),
@@ -443,7 +449,8 @@ class TransformersTwoPhase:
             prefix_done=done.cpu(),
             features=features.detach().to(torch.float32),
             state=state,
-            confidence=confidence_features(recorder.per_row(gen, lengths)),
+            confidence=None if recorder is None
+            else confidence_features(recorder.per_row(gen, lengths)),
         )
 
     # ------------------------------------------------------------------ phase 2

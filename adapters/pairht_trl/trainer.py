@@ -392,7 +392,9 @@ class PairGRPOTrainer(GRPOTrainer):
             from pairht_vllm import VLLMTwoPhase
 
             return VLLMTwoPhase.from_trl(self.vllm_generation, **common)
-        return TransformersTwoPhase(**common, generation_config=self.generation_config)
+        # Without confidence features the per-step log-softmax of the recorder is wasted work.
+        return TransformersTwoPhase(**common, generation_config=self.generation_config,
+                                    record_confidence=self.pair_args.head_confidence)
 
     def _default_heads(self) -> Any:
         from pairht_rollout.features import CONFIDENCE_FEATURES

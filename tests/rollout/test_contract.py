@@ -197,3 +197,27 @@ def test_sync_check_reports_the_engine_policy_gap_after_phase_one(
     # Both sides float32 here: the gap is float32 rounding (zero for the policy itself), within
     # the tolerance at the probed logits' scale (the toy logits stay below 30).
     assert 0.0 <= gap <= logprob_tolerance(torch.float32, logit_scale=30.0)
+
+
+def test_transformers_backend_without_confidence_samples_the_same_prefixes(
+    tokenizer, hf_model, prompts
+):
+    """record_confidence=False (the trainer's head_confidence=False) drops the recorder, which
+    only reads the scores: the same sampled prefixes and features, and no confidence."""
+    from transformers import GenerationConfig
+
+    from pairht_rollout.transformers_backend import TransformersTwoPhase
+
+    common = dict(tau=TAU, snap_window=WINDOW, eos_token_ids=[tokenizer.eos_token_id],
+                  pad_token_id=tokenizer.pad_token_id, snap_token_ids=[NL],
+                  max_completion_length=MAX_LEN,
+                  generation_config=GenerationConfig(do_sample=True, temperature=1.0))
+    out = {}
+    for record in (True, False):
+        torch.manual_seed(7)
+        out[record] = TransformersTwoPhase(**common, record_confidence=record).generate_prefixes(
+            hf_model, prompts)
+    assert out[True].confidence is not None and out[False].confidence is None
+    assert out[True].prefix_ids == out[False].prefix_ids
+    assert len({tuple(r) for r in out[True].prefix_ids}) > 1  # sampled, not all the same
+    torch.testing.assert_close(out[True].features, out[False].features)

@@ -32,6 +32,9 @@ def test_head_confidence_false_reads_the_hidden_states_only(tmp_path):
     trainer = make_trainer(tmp_path, head_confidence=False)
     assert trainer.head_trainer.hidden_size == trainer.model.config.hidden_size
     assert trainer.head_trainer.passthrough == 0
+    # The default transformers backend then skips the per-step log-softmax of the recorder.
+    assert trainer.generation_backend.record_confidence is False
+    assert make_trainer(tmp_path / "on").generation_backend.record_confidence is True
     torch.testing.assert_close(trainer.head_inputs(_prefix(None)), torch.ones(2, 3))
 
 
