@@ -105,6 +105,24 @@ def audit_cell(pop: Any, budget: float, *, seed: int, reference: str,
     return cells, best, best_mse
 
 
+def print_table(cols: dict[str, dict[str, tuple[float, float, float]]],
+                foot: list[str]) -> None:
+    """Print the markdown table of :func:`audit_cell` columns (header -> cells), then ``foot``
+    as bullets."""
+    keys = list(next(iter(cols.values())))
+    print("| row | " + " | ".join(cols) + " |")
+    print("|---|" + "---|" * len(cols))
+    for k in keys:
+        vals = []
+        for c in cols.values():
+            r, lo, hi = c.get(k, (float("nan"),) * 3)
+            vals.append("n/a" if np.isnan(r) else f"{r:.3f} [{lo:.3f}, {hi:.3f}]")
+        print(f"| `{k}` | " + " | ".join(vals) + " |")
+    print()
+    for line in foot:
+        print(f"* {line}")
+
+
 def population(source: str, tau: int, *, small: bool, data: str, seed: int,
                shape: tuple[int, int]) -> Any:
     """The real population file for ``tau``, or a synthetic one of ``shape`` (oracle heads)."""
@@ -153,19 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 "synthetic": "synthetic population (oracle heads)"}[source]
         print(f"\n### {name}, {shape[0]} prompts x G={shape[1]}, reference = "
               f"{'best baseline' if args.reference == 'all' else 'best prefix baseline'}\n")
-        keys = list(next(iter(cols.values())))
-        heads = [f"tau={t}, b={b}" for t, b in cols]
-        print("| row | " + " | ".join(heads) + " |")
-        print("|---|" + "---|" * len(heads))
-        for k in keys:
-            vals = []
-            for c in cols.values():
-                r, lo, hi = c.get(k, (float("nan"),) * 3)
-                vals.append("n/a" if np.isnan(r) else f"{r:.3f} [{lo:.3f}, {hi:.3f}]")
-            print(f"| `{k}` | " + " | ".join(vals) + " |")
-        print()
-        for line in foot:
-            print(f"* {line}")
+        print_table({f"tau={t}, b={b}": c for (t, b), c in cols.items()}, foot)
     print(f"\n({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     return 0
 

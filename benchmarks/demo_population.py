@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import numpy as np
 
-    from audit_tables import audit_cell
+    from audit_tables import audit_cell, print_table
 
     t0 = time.perf_counter()
     path = args.out or os.path.join(tempfile.mkdtemp(), "chain_population.npz")
@@ -97,18 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                                            n_boot=args.n_boot)
         cols[b] = cells
         foot.append(f"budget={b}: best baseline {best} (exact MSE {best_mse:.4g})")
-    keys = list(next(iter(cols.values())))
-    print("| row | " + " | ".join(f"b={b}" for b in cols) + " |")
-    print("|---|" + "---|" * len(cols))
-    for k in keys:
-        vals = []
-        for c in cols.values():
-            r, lo, hi = c[k]
-            vals.append("n/a" if np.isnan(r) else f"{r:.3f} [{lo:.3f}, {hi:.3f}]")
-        print(f"| `{k}` | " + " | ".join(vals) + " |")
-    print()
-    for line in foot:
-        print(f"* {line}")
+    print_table({f"b={b}": c for b, c in cols.items()}, foot)
     print(f"\n({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     return 0
 

@@ -164,3 +164,32 @@ def test_two_stage_refuses_what_it_cannot_compute(width_audit):
     # Two of eight candidates cannot spend what PAIR spends at budget 0.5.
     with pytest.raises(ValueError, match="outside"):
         two_stage_mse(pop, 0.5, 2)
+
+
+def test_the_width_benchmark_prints_the_two_ends_exactly(tmp_path, capsys):
+    """benchmarks/audit_widths.py (the docs' width table): width G is the pair row and the
+    last line of each block is small-group GRPO at 1.000."""
+    import importlib.util
+    from pathlib import Path
+
+    from pairht.audit import save_population
+
+    pop = synthetic_population(4, 6, prefix_tokens=8, rng=5)
+    path = tmp_path / "pop.npz"
+    save_population(path, pop)
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "audit_widths.py"
+    spec = importlib.util.spec_from_file_location("audit_widths", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main([str(path), "--budget", "0.5"]) == 0
+    rows = [ln.split("|")[1:-1] for ln in capsys.readouterr().out.splitlines()[2:]]
+    cfg = AuditConfig(budget_ratio=0.5)
+    for mode in ("stored", "hindsight"):
+        from pairht.audit import with_predictions
+        p = with_predictions(pop, mode)
+        res = run_audit(p, rows=["grpo_small", "pair"], config=cfg, n_draws=0)
+        want = res.row("pair").metrics["mse_exact"] / res.row("grpo_small").metrics["mse_exact"]
+        mine = [r for r in rows if r[0].strip() == mode]
+        assert mine[0][1].strip() == "6" and float(mine[0][3]) == pytest.approx(want, abs=5e-4)
+        assert "small-group GRPO" in mine[-1][1] and mine[-1][3].strip() == "1.000"
+        assert len(mine) >= 3  # at least one intermediate width
