@@ -399,15 +399,16 @@ def _run_pair(
         progress=progress,
         token_limit=token_limit,
     )
-    cfg = PairGRPOConfig(
+    # pair_options override the defaults here and the shared kwargs (an arm may change mode).
+    cfg = PairGRPOConfig(**{
         **kwargs,
-        mode="exact",
-        tau=tau,
-        snap_window=snap_window,
-        budget_ratio=budget_ratio,
-        design_seed=kwargs["seed"],
+        "mode": "exact",
+        "tau": tau,
+        "snap_window": snap_window,
+        "budget_ratio": budget_ratio,
+        "design_seed": kwargs["seed"],
         **(pair_options or {}),
-    )
+    })
     trainer = PairGRPOTrainer(
         model=model,
         reward_funcs=task.reward,

@@ -81,6 +81,14 @@ ARMS: dict[str, Arm] = {
         "pair", {"allocator": "pointwise"},
         description="pointwise p(1-p) continuation probabilities",
     ),
+    # The same update as exact mode (one epoch, Dr. GRPO loss, no standardisation, no KL: the
+    # shared settings) with weights 1/M on the observed pairs; mode="exact" refuses a biased
+    # weighting, so it runs as "practical" with those settings.
+    "adaptive_unweighted": Arm(
+        "pair", {"mode": "practical", "weighting": "unweighted"},
+        description="PAIR's design, observed pairs weighted 1/M (no inverse inclusion "
+                    "probabilities: biased toward the continued candidates)",
+    ),
     # The paper's comparators (issue 16), same trainer and token accounting; the prompt-level
     # rules read the trainer's per-prompt history of observed rewards (pairht_trl.history).
     "vip": Arm(

@@ -50,12 +50,17 @@ def test_unknown_arms_and_tasks_are_refused_naming_the_registry():
 def test_short_run_writes_the_report_and_matches_small_group_tokens(tmp_path, monkeypatch):
     monkeypatch.setenv("PAIRHT_CACHE", str(tmp_path / "cache"))
     res = ex.run_experiment(
-        ["grpo", "grpo_small", "pair"], [0], steps=2, warmup_steps=20, prompts_per_step=4,
-        out_dir=tmp_path / "out", bootstrap=200, progress=False,
+        ["grpo", "grpo_small", "pair", "adaptive_unweighted"], [0], steps=2, warmup_steps=20,
+        prompts_per_step=4, out_dir=tmp_path / "out", bootstrap=200, progress=False,
     )
     text = res.report_path.read_text()
-    for arm in ("grpo", "grpo_small", "pair"):
+    for arm in ("grpo", "grpo_small", "pair", "adaptive_unweighted"):
         assert f"| {arm} |" in text
+    # The unweighted arm draws PAIR's design (same seed): its first step completes the same
+    # candidates with the same rewards; only the weights of its update differ.
+    unw = next(r for r in res.runs if r.arm == "adaptive_unweighted").result
+    pair = next(r for r in res.runs if r.arm == "pair").result
+    assert unw.train_reward[0] == pair.train_reward[0] and len(unw.train_reward) == 2
     by = {r.arm: r for r in res.runs}
     g, p, s = by["grpo"].result, by["pair"].result, by["grpo_small"].result
     assert p.prefix_tokens > 0 and g.prefix_tokens == 0
@@ -67,7 +72,8 @@ def test_short_run_writes_the_report_and_matches_small_group_tokens(tmp_path, mo
         assert len(r.final_by_item) == 32
     assert s.generated_tokens > 0
     data = json.loads((res.report_path.parent / "runs.json").read_text())
-    assert {row["arm"] for row in data["summary"]} == {"grpo", "grpo_small", "pair"}
+    assert {row["arm"] for row in data["summary"]} == {"grpo", "grpo_small", "pair",
+                                                       "adaptive_unweighted"}
     assert (tmp_path / "cache").exists()  # the warm start was cached
     for path in res.figure_paths:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
