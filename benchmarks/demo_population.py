@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import numpy as np
 
-    from audit_tables import audit_cell, print_table
+    from audit_tables import audit_cell, bias_share, print_table
 
     t0 = time.perf_counter()
     path = args.out or os.path.join(tempfile.mkdtemp(), "chain_population.npz")
@@ -96,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         cells, best, best_mse = audit_cell(pop, b, seed=args.seed, reference="all",
                                            n_boot=args.n_boot)
         cols[b] = cells
-        foot.append(f"budget={b}: best baseline {best} (exact MSE {best_mse:.4g})")
+        share = bias_share(pop, "adaptive_unweighted", b, args.seed)
+        foot.append(f"budget={b}: best baseline {best} (exact MSE {best_mse:.4g}); "
+                    f"adaptive_unweighted bias share of MSE {100 * share:.1f}%")
     print_table({f"b={b}": c for b, c in cols.items()}, foot)
     print(f"\n({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     return 0
