@@ -737,6 +737,12 @@ def _comparison_lines(result: ComparisonResult) -> list[str]:
             f"{step}: {tokens:,} tokens ({tokens / g.generated_tokens:.2f}x GRPO's) and "
             f"{seconds:.1f} s ({seconds / g.seconds:.2f}x GRPO's)."
         )
+    if s.get("task") == "chain":
+        lines.append(
+            "Do the prefixes pay on this task at all? The exact audit of its own population "
+            "answers that with intervals: python benchmarks/demo_population.py (docs/audit.md, "
+            "\"The demo's own task\")."
+        )
     lines.append(
         f"One-time numba kernel load/compile before training (not in either run's seconds): "
         f"{s['kernel_load_seconds']:.1f} s."

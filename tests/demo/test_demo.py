@@ -172,6 +172,7 @@ def test_short_chain_comparison_matches_tokens_and_reports_a_split_that_adds_up(
     text = " ".join(out.getvalue().split())
     assert "Per-step wall-clock split" in text and "GRPO: 3 steps" in text
     assert f"PAIR: {res.results['pair'].steps} steps" in text
+    assert "python benchmarks/demo_population.py" in text  # where the audit answers why
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["results"]["pair"]["time_split"]["total"] == p["total"]
     # PAIR trained until it had generated GRPO's tokens (evaluated every step here), at most
