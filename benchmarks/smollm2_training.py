@@ -284,30 +284,48 @@ def run_arm(arm: str, model, tokenizer, train_items, heldout, args, *,
     return record
 
 
-def run(args: argparse.Namespace, *, progress: bool = True) -> dict[str, ArmResult]:
-    """Load SmolLM2 once, then train a fresh copy of its weights with every arm in ``args.arms``."""
+def run(args: argparse.Namespace, *, progress: bool = True,
+        loaded: tuple | None = None) -> dict[str, ArmResult]:
+    """Load SmolLM2 once, then train a fresh copy of its weights with every arm in ``args.arms``.
+
+    ``loaded``: an already loaded ``(model, tokenizer)`` pair (from
+    :func:`pairht_demo.smollm2.load_smollm2`) to use instead of loading one (the tests share one
+    load); it is trained in place and given back with its initial weights restored.
+    """
     import torch
 
     from pairht_demo.smollm2 import load_smollm2
 
     torch.set_num_threads(args.threads)
-    device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
-    model, tokenizer = load_smollm2(device=device)
+    if loaded is None:
+        device = "cuda" if torch.cuda.is_available() and not args.cpu else "cpu"
+        model, tokenizer = load_smollm2(device=device)
+    else:
+        model, tokenizer = loaded
     train_items, heldout = split_prompts(args.steps * args.prompts_per_step, args.n_heldout,
                                          args.seed)
     initial = {n: p.detach().clone() for n, p in model.named_parameters()}
+
+    def restore() -> None:
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.copy_(initial[n])
+
     t0 = time.perf_counter()
     acc0 = heldout_accuracy(model, tokenizer, heldout, args.max_completion_length)
     if progress:
         print(f"held-out greedy accuracy before training: {acc0:.3f} on {len(heldout)} "
               f"questions ({time.perf_counter() - t0:.1f} s)", flush=True)
     results = {}
-    for arm in args.arms:
-        with torch.no_grad():
-            for n, p in model.named_parameters():
-                p.copy_(initial[n])
-        results[arm] = run_arm(arm, model, tokenizer, train_items, heldout, args,
-                               accuracy_before=acc0, progress=progress)
+    try:
+        for arm in args.arms:
+            restore()
+            results[arm] = run_arm(arm, model, tokenizer, train_items, heldout, args,
+                                   accuracy_before=acc0, progress=progress)
+    finally:
+        if loaded is not None:
+            restore()
+            model.eval()
     return results
 
 

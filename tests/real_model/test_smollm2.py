@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-from pairht_demo.smollm2 import load_smollm2, smollm2_available  # noqa: E402
+from pairht_demo.smollm2 import smollm2_available  # noqa: E402
 
 pytestmark = [
     pytest.mark.real_model,
@@ -28,9 +28,8 @@ BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
 
 
 @pytest.fixture(scope="module")
-def smol():
-    torch.set_num_threads(1)
-    return load_smollm2()
+def smol(smollm2_loaded):
+    return smollm2_loaded  # one load_smollm2() for the suite (conftest.py)
 
 
 def test_smollm2_loads_as_a_plain_trainable_float32_llama(smol):

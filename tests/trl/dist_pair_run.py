@@ -1,9 +1,15 @@
-"""Run by test_distributed.py under ``accelerate launch --num_processes 2 --cpu``.
+"""Run by test_distributed.py under ``torch.distributed.run --nproc_per_node 2``.
 
 G = 4 candidates and 6 rows per process: the global generation batch of 12 rows holds 3
 groups and group 1 (global rows 4..7) spans both processes. Each process records the design
-draws it holds, the loss mask of its own rows and the rows of its update batch (third argument
-"drop": drop_unselected_rows=True, else False), for the test to compare.
+draws it holds, the loss mask of its own rows and the rows of its update batch (mode "drop":
+drop_unselected_rows=True, else False), for the test to compare.
+
+Arguments: ``OUT STEPS MODE [float64]`` runs one training run; ``--jobs OUT,STEPS,MODE[,float64]
+...`` runs several, one after the other in the same two processes (one process group). Starting
+the two processes (importing torch, transformers and TRL in each) takes most of a launch's time,
+so the test launches once for all its runs; each run builds a fresh model and trainer, and the
+trainer re-seeds every generator from its config, so a run computes what it would alone.
 """
 
 from __future__ import annotations
@@ -57,13 +63,27 @@ def main(out_dir: str, steps: int, drop: bool, float64: bool = False) -> None:
                    "heads_labels": trainer.head_trainer.n_labels,
                    "rng": str(trainer.design_rng.bit_generator.state)}, fh)
     assert np.isfinite(trainer.state.log_history[-1].get("train_loss", 0.0))
+    # the next run (if any) starts with both processes done with this one
+    trainer.accelerator.wait_for_everyone()
+
+
+def run_jobs(jobs: list[tuple[str, int, bool, bool]]) -> None:
+    """Run ``main(*job)`` for every job, then shut the process group down once."""
+    for out_dir, steps, drop, float64 in jobs:
+        main(out_dir, steps, drop, float64)
     # Without this the gloo process group is torn down during interpreter finalisation, where
     # its worker threads can abort the process ("terminate called without an active
     # exception", SIGABRT) after training succeeded: seen once in CI. PyTorch documents
     # destroy_process_group() at the end of every trainer process.
-    trainer.accelerator.wait_for_everyone()
     torch.distributed.destroy_process_group()
 
 
+def _job(spec: list[str]) -> tuple[str, int, bool, bool]:
+    return spec[0], int(spec[1]), spec[2] == "drop", "float64" in spec[3:]
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "drop", "float64" in sys.argv[4:])
+    if sys.argv[1] == "--jobs":
+        run_jobs([_job(spec.split(",")) for spec in sys.argv[2:]])
+    else:
+        run_jobs([_job(sys.argv[1:])])

@@ -1,4 +1,10 @@
-"""Groups spanning processes: every process holds the same design draw (accelerate, 2 CPUs)."""
+"""Groups spanning processes: every process holds the same design draw (accelerate, 2 CPUs).
+
+Every run of this file goes through one launch of two processes (``dist_pair_run.py --jobs``):
+starting them, not training the tiny model, is what takes the time (about 25 s a launch on two
+cores, against about a second a run), and each run builds its own model and trainer, seeded
+from its config, as it would in a launch of its own.
+"""
 
 from __future__ import annotations
 
@@ -13,27 +19,48 @@ import pytest
 
 HERE = Path(__file__).parent
 
+pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
-@pytest.mark.slow
-@pytest.mark.distributed
-@pytest.mark.parametrize("drop", [False, True], ids=["masked", "dropped"])
-def test_two_processes_share_the_design_of_a_spanning_group(tmp_path, drop):
-    steps = 2 if os.environ.get("PAIRHT_E2E_SHORT") == "1" else 4
+STEPS = 2 if os.environ.get("PAIRHT_E2E_SHORT") == "1" else 4
+#: name -> (steps, mode, float64)
+RUNS = {
+    "masked": (STEPS, "mask", False),
+    "dropped": (STEPS, "drop", False),
+    # one step: TRL's row shuffle draws from the torch generator, so a second step's sampling
+    # would differ between the float64 runs with and without dropping
+    "mask-float64": (1, "mask", True),
+    "drop-float64": (1, "drop", True),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Every run of :data:`RUNS` in one 2-process launch; its output folder by name."""
+    root = tmp_path_factory.mktemp("distributed")
+    jobs = []
+    for name, (steps, mode, float64) in RUNS.items():
+        (root / name).mkdir()
+        jobs.append(f"{root / name},{steps},{mode}" + (",float64" if float64 else ""))
     # `accelerate launch --cpu --num_processes 2` starts one process unless mpirun is set up
     # (accelerate 1.15's CPU launcher); torchrun is what accelerate's multi-process launcher
     # runs, and accelerate then detects a 2-process gloo (MULTI_CPU) run from its environment.
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE)}
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", "29533", str(HERE / "dist_pair_run.py"), str(tmp_path), str(steps),
-         "drop" if drop else "mask"],
+         "--master_port", "29533", str(HERE / "dist_pair_run.py"), "--jobs", *jobs],
         capture_output=True, text=True, env=env, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    ranks = [json.loads((tmp_path / f"draws-rank{r}.json").read_text()) for r in (0, 1)]
+    return {name: root / name for name in RUNS}
+
+
+@pytest.mark.parametrize("drop", [False, True], ids=["masked", "dropped"])
+def test_two_processes_share_the_design_of_a_spanning_group(runs, drop):
+    out = runs["dropped" if drop else "masked"]
+    ranks = [json.loads((out / f"draws-rank{r}.json").read_text()) for r in (0, 1)]
     assert all(r["world"] == 2 for r in ranks)
     a, b = ranks
-    assert len(a["draws"]) == len(b["draws"]) == steps
+    assert len(a["draws"]) == len(b["draws"]) == STEPS
     for da, db in zip(a["draws"], b["draws"]):
         assert np.array(da["mask"]).shape == (3, 4)  # 12 global rows = 3 groups of G = 4
         assert da["mask"] == db["mask"] and da["pi"] == db["pi"]
@@ -53,34 +80,18 @@ def test_two_processes_share_the_design_of_a_spanning_group(tmp_path, drop):
                 assert rank["local_loss_rows"][step] == [bool(x) for x in local]
 
 
-def _launch(out: Path, steps: int, *args: str, port: int) -> None:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", str(port), str(HERE / "dist_pair_run.py"), str(out), str(steps),
-         *args],
-        capture_output=True, text=True, env=env, timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-
-
-@pytest.mark.slow
-@pytest.mark.distributed
-def test_two_processes_take_the_same_step_with_and_without_dropping(tmp_path):
+def test_two_processes_take_the_same_step_with_and_without_dropping(runs):
     """drop_unselected_rows across processes (unequal kept rows, padding to equal counts, the
     per-process loss factor, DDP's gradient average): one float64 SGD step is the masked
     run's to 1e-10 relative."""
     deltas = {}
-    for mode, port in (("mask", 29534), ("drop", 29535)):
-        out = tmp_path / mode
-        out.mkdir()
-        # one step: TRL's row shuffle draws from the torch generator, so a second step's
-        # sampling would differ between the runs
-        _launch(out, 1, mode, "float64", port=port)
+    for mode in ("mask", "drop"):
+        out = runs[f"{mode}-float64"]
         deltas[mode] = np.load(out / "delta-rank0.npy")
         # DDP keeps the replicas equal
         np.testing.assert_array_equal(np.load(out / "delta-rank1.npy"), deltas[mode])
         draws = json.loads((out / "draws-rank0.json").read_text())
+        assert len(draws["draws"]) == 1
         if mode == "drop":  # the fixture exercises unequal kept counts
             masks = [np.array(d["mask"]).reshape(2, -1).sum(-1) for d in draws["draws"]]
             assert any(m[0] != m[1] for m in masks), masks

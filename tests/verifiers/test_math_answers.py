@@ -270,17 +270,23 @@ NUMERIC = [
 ]
 
 
+@pytest.fixture(scope="module")
+def exact_and_rounded():
+    """The default verifier and one with ``float_rounding=6``, shared by the cases of
+    :data:`NUMERIC` (each starts a worker process that imports math-verify: about a second)."""
+    exact_v, rounded_v = MathVerifier(), MathVerifier(float_rounding=6)
+    yield exact_v, rounded_v
+    exact_v.close()
+    rounded_v.close()
+
+
 @pytest.mark.parametrize(("completion", "answer", "exact", "rounded"), NUMERIC,
                          ids=[n[0] for n in NUMERIC])
-def test_decimals_are_exact_by_default_and_rounded_only_on_request(completion, answer, exact,
-                                                                    rounded):
-    exact_v, rounded_v = MathVerifier(), MathVerifier(float_rounding=6)
-    try:
-        assert exact_v.score(completion, answer) == float(exact)
-        assert rounded_v.score(completion, answer) == float(rounded)
-    finally:
-        exact_v.close()
-        rounded_v.close()
+def test_decimals_are_exact_by_default_and_rounded_only_on_request(exact_and_rounded, completion,
+                                                                    answer, exact, rounded):
+    exact_v, rounded_v = exact_and_rounded
+    assert exact_v.score(completion, answer) == float(exact)
+    assert rounded_v.score(completion, answer) == float(rounded)
 
 
 def test_float_rounding_is_the_number_of_decimals():
