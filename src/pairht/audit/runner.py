@@ -231,12 +231,14 @@ def _run_choice(row: ChoiceRow, done: dict[str, RowResult], pop: Population,
     res.exact_method = "choice"
     res.per_prompt.update(mse_exact=mse, bias_exact=bias, generated=generated,
                           choice=choice.astype(np.float64))
+    share = [float(np.mean(choice == j)) for j in range(len(opts))]
+    # What a step pays for its design: the chosen option's, weighted by how often it is chosen.
     res.metrics.update(mse_exact=float(mse.mean()), bias_exact=float(bias.mean()),
                        generated_exact=float(generated.sum() / whole_tokens(pop)),
-                       design_ms=float(np.mean([o.metrics.get("design_ms", np.nan)
-                                                for o in opts])))
-    for j, o in enumerate(opts):
-        res.metrics[f"chose_{o.key}"] = float(np.mean(choice == j))
+                       design_ms=float(sum(w * o.metrics.get("design_ms", np.nan)
+                                           for w, o in zip(share, opts) if w > 0)))
+    for w, o in zip(share, opts):
+        res.metrics[f"chose_{o.key}"] = w
     res.notes.append("per fold of prompts, from the other folds: " + ", ".join(
         f"{o.key} on {int(np.sum(choice == j))} of {pop.n_prompts} prompts"
         for j, o in enumerate(opts)))
