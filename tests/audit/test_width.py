@@ -193,3 +193,17 @@ def test_the_width_benchmark_prints_the_two_ends_exactly(tmp_path, capsys):
         assert mine[0][1].strip() == "6" and float(mine[0][3]) == pytest.approx(want, abs=5e-4)
         assert "small-group GRPO" in mine[-1][1] and mine[-1][3].strip() == "1.000"
         assert len(mine) >= 3  # at least one intermediate width
+
+
+def test_width_advice_has_no_verdict_without_reward_contrast():
+    import dataclasses
+
+    from pairht.audit import width_advice
+
+    pop = synthetic_population(4, 6, prefix_tokens=8, rng=1)
+    tied = dataclasses.replace(pop, rewards=np.ones_like(pop.rewards))
+    adv = width_advice(tied, 0.5)
+    assert adv.choice == "none" and np.isnan(adv.ratio) and "no verdict" in adv.line()
+    adv = width_advice(pop, 0.5)
+    assert adv.choice in ("pair", "grpo_small") and np.isfinite(adv.ratio)
+    assert (adv.choice == "pair") == (adv.ratio < 1.0) and f"{adv.ratio:.3f}x" in adv.line()

@@ -26,8 +26,9 @@ class WidthAdvice:
     Attributes
     ----------
     choice : str
-        ```"pair"`` (generate every prefix, continue a subset) or ``"grpo_small"`` (``G'``
-        whole completions): the option with the lower mean exact MSE on the population.
+        ``"pair"`` (generate every prefix, continue a subset) or ``"grpo_small"`` (``G'``
+        whole completions): the option with the lower mean exact MSE on the population;
+        ``"none"`` when every prompt's rewards tie (both MSEs 0, ``ratio`` NaN).
     ratio : float
         ``mean_q MSE_pair / mean_q MSE_grpo_small`` (< 1: the prefixes pay).
     low, high : float
@@ -47,6 +48,9 @@ class WidthAdvice:
 
     def line(self) -> str:
         """One sentence for logs."""
+        if self.choice == "none":
+            return ("no verdict: every prompt's rewards tie in this population (both exact MSEs "
+                    "are 0), so it cannot tell PAIR from small-group GRPO")
         verdict = ("the prefixes pay" if self.choice == "pair" else
                    f"small-group GRPO with G' = {self.group_size:.2f} whole completions is better")
         return (f"PAIR's exact MSE is {self.ratio:.3f}x small-group GRPO's at the same "
@@ -74,7 +78,10 @@ def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: f
     res = run_audit(population, rows=["grpo_small", "pair"], config=cfg, n_draws=0)
     cmp = compare_to_baselines(res, "pair", baselines=("grpo_small",), seed=seed)
     grpo = res.row("grpo_small")
-    return WidthAdvice(choice="pair" if cmp.ratio < 1.0 else "grpo_small", ratio=cmp.ratio,
+    # A population without reward contrast has MSE 0 for both options (ratio NaN): no verdict.
+    choice = "none" if not np.isfinite(cmp.ratio) else "pair" if cmp.ratio < 1.0 \
+        else "grpo_small"
+    return WidthAdvice(choice=choice, ratio=cmp.ratio,
                        low=cmp.low, high=cmp.high,
                        group_size=float(grpo.metrics["budget_scale"]) * population.group_size,
                        generated=float(grpo.metrics["generated_exact"]))
