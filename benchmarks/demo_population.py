@@ -20,6 +20,7 @@ hindsight-perfect heads? It
 
     python benchmarks/demo_population.py                 # about 2 CPU-minutes after the cache
     python benchmarks/demo_population.py --seed 1 --prompts 32
+    python benchmarks/demo_population.py --task chain_early    # failures visible early
 """
 
 from __future__ import annotations
@@ -35,16 +36,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
-def build_population(seed: int, prompts: int, train_steps: int, path: str):
-    """Train PAIR ``train_steps`` steps on the chain task, then collect a population."""
+def build_population(seed: int, prompts: int, train_steps: int, path: str,
+                     task_name: str = "chain"):
+    """Train PAIR ``train_steps`` steps on a chain task, then collect a population."""
     from pairht_demo import toy
-    from pairht_demo.chain import CHAIN_TASK
-    from pairht_demo.demo import TASK_DEFAULTS, _base_kwargs, single_blas_thread
+    from pairht_demo.demo import TASK_DEFAULTS, _base_kwargs, _task, single_blas_thread
     from pairht_demo.warm_cache import warm_model
     from pairht_trl import PairGRPOConfig, PairGRPOTrainer
     from pairht_trl.audit_mode import collect_population
 
-    task, d = CHAIN_TASK, TASK_DEFAULTS["chain"]
+    task, d = _task(task_name), TASK_DEFAULTS[task_name]
     tokenizer = toy.make_tokenizer(task)
     base = warm_model(task, seed, int(d["warmup_steps"]),
                       toy.ToyModelConfig(max_positions=int(d["max_positions"])))
@@ -70,6 +71,7 @@ def build_population(seed: int, prompts: int, train_steps: int, path: str):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--task", default="chain", choices=["chain", "chain_early"])
     ap.add_argument("--prompts", type=int, default=48)
     ap.add_argument("--train-steps", type=int, default=20)
     ap.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5])
@@ -82,10 +84,10 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     path = args.out or os.path.join(tempfile.mkdtemp(), "chain_population.npz")
-    pop = build_population(args.seed, args.prompts, args.train_steps, path)
+    pop = build_population(args.seed, args.prompts, args.train_steps, path, args.task)
     fin = 0.0 if pop.finished is None else float(pop.finished.mean())
     whole = pop.prefix_len + np.where(pop.finished, 0, pop.costs)
-    print(f"\n### Chain task (make demo's), seed {args.seed}, after {args.train_steps} PAIR "
+    print(f"\n### Task {args.task}, seed {args.seed}, after {args.train_steps} PAIR "
           f"steps: {pop.n_prompts} prompts x G={pop.group_size}\n")
     print(f"* success rate {pop.rewards.mean():.3f}; mean completion {whole.mean():.1f} "
           f"tokens, prefix {pop.prefix_len.mean():.1f}; finished at the checkpoint "

@@ -31,6 +31,7 @@ evaluation-only (:data:`CHAIN_TASK`'s ``eval_items``) and never trained on.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -41,7 +42,9 @@ from pairht._validation import RNGLike, as_generator
 from pairht_demo.toy import EOS, NEWLINE, PAD, UNK, Task, _as_text, graded_items
 
 __all__ = [
+    "CHAIN_EARLY_TASK",
     "CHAIN_TASK",
+    "EARLY_SLIPS",
     "EVAL_ITEMS",
     "MAX_COUNT",
     "MIN_COUNT",
@@ -99,11 +102,18 @@ def response_length(k: int) -> int:
     return 6 * k + 4
 
 
-def demonstration(item: tuple[int, int, int], rng: RNGLike = None) -> tuple[str, bool]:
+#: Slip probabilities of the early-slip demonstrator (:data:`CHAIN_EARLY_TASK`): on the first
+#: scratchpad line, then on every later one.
+EARLY_SLIPS = (0.15, 0.01)
+
+
+def demonstration(item: tuple[int, int, int], rng: RNGLike = None, *,
+                  slips: tuple[float, float] = (_P_SLIP, _P_SLIP)) -> tuple[str, bool]:
     r"""One completion of the imperfect demonstrator and whether it is correct.
 
-    Each line slips with probability 0.08 (the running value moves to a uniformly drawn other
-    digit); later lines continue from the written value, so the answer is wrong after a slip.
+    The first line slips with probability ``slips[0]``, every later line with ``slips[1]``
+    (default 0.08 each; the running value moves to a uniformly drawn other digit); later lines
+    continue from the written value, so the answer is wrong after a slip.
 
     Examples
     --------
@@ -114,9 +124,9 @@ def demonstration(item: tuple[int, int, int], rng: RNGLike = None) -> tuple[str,
     s, d, k = _check(item)
     gen = as_generator(rng)
     values, v = [], s
-    for _ in range(k):
+    for line in range(k):
         v = (v + d) % 10
-        if gen.random() < _P_SLIP:
+        if gen.random() < slips[min(line, 1)]:
             v = (v + int(gen.integers(1, 10))) % 10
         values.append(v)
     return _completion_text(d, values), values[-1] == (s + k * d) % 10
@@ -210,3 +220,15 @@ CHAIN_TASK = Task(
     # A fixed 32-prompt evaluation subset keeps held-out scoring cheap (8 samples each).
     eval_items=tuple(EVAL_ITEMS[i] for i in range(0, len(EVAL_ITEMS), len(EVAL_ITEMS) // 32))[:32],
 )
+
+
+def _early_demonstration(item: tuple[int, int, int], rng: RNGLike = None) -> tuple[str, bool]:
+    return demonstration(item, rng, slips=EARLY_SLIPS)
+
+
+#: The chain task with a demonstrator that slips mostly on the first scratchpad line
+#: (:data:`EARLY_SLIPS`): a policy warmed on it fails mostly for a reason a one- or two-line
+#: prefix shows, the regime the PAIR paper assumes. Same prompts, splits, reward and lengths as
+#: :data:`CHAIN_TASK`.
+CHAIN_EARLY_TASK = dataclasses.replace(CHAIN_TASK, name="chain_early",
+                                       demonstration=_early_demonstration)

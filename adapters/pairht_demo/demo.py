@@ -442,14 +442,16 @@ def _run_pair(
 #: tokens after a 10-token prompt).
 TASK_DEFAULTS: dict[str, dict[str, int | float]] = {
     "chain": dict(tau=8, learning_rate=1e-4, warmup_steps=600, steps=40, max_positions=96),
+    "chain_early": dict(tau=8, learning_rate=1e-4, warmup_steps=600, steps=40,
+                        max_positions=96),
     "toy": dict(tau=6, learning_rate=3e-4, warmup_steps=400, steps=60, max_positions=64),
 }
 
 
 def _task(name: str) -> toy.Task:
-    from pairht_demo.chain import CHAIN_TASK
+    from pairht_demo.chain import CHAIN_EARLY_TASK, CHAIN_TASK
 
-    tasks = {"chain": CHAIN_TASK, "toy": toy.TOY_TASK}
+    tasks = {"chain": CHAIN_TASK, "chain_early": CHAIN_EARLY_TASK, "toy": toy.TOY_TASK}
     if name not in tasks:
         raise ValueError(f"task must be one of {sorted(tasks)}; got task={name!r}")
     return tasks[name]

@@ -41,12 +41,13 @@ import numpy as np
 
 from pairht.comparators import COMPARATORS
 from pairht_demo import demo, toy
-from pairht_demo.chain import CHAIN_TASK
+from pairht_demo.chain import CHAIN_EARLY_TASK, CHAIN_TASK
 from pairht_demo.warm_cache import warm_model
 
 __all__ = ["ARMS", "COMPARATOR_ARMS", "Arm", "ArmRun", "ExperimentResult", "run_experiment"]
 
-TASKS: dict[str, toy.Task] = {"chain": CHAIN_TASK, "toy": toy.TOY_TASK}
+TASKS: dict[str, toy.Task] = {"chain": CHAIN_TASK, "chain_early": CHAIN_EARLY_TASK,
+                              "toy": toy.TOY_TASK}
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,7 @@ def run_experiment(
     arms : names in :data:`ARMS`
     seeds : ints
         Each seed fixes the warm start, prompt order, sampling and designs; arms share them.
-    task : {"chain", "toy"}
+    task : {"chain", "chain_early", "toy"}
     steps, num_generations, prompts_per_step, tau, snap_window, budget_ratio, learning_rate
         As in :func:`pairht_demo.demo.run_comparison`.
     warmup_steps : int
@@ -267,7 +268,8 @@ def run_experiment(
                          f"{epochs!r}")
     visits = steps * prompts_per_step
     the_task = TASKS[task]
-    cfg = toy.ToyModelConfig(max_positions=96) if task == "chain" else toy.ToyModelConfig()
+    cfg = toy.ToyModelConfig(max_positions=96) if task.startswith("chain") \
+        else toy.ToyModelConfig()
     eval_every = eval_every or max(1, steps // 5)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -84,3 +84,40 @@ def test_splits_are_disjoint_cover_everything_and_sampling_respects_them():
         assert chain.chain_reward([row["prompt"]], [row["answer"]]) == [1.0]
     with pytest.raises(ValueError, match="split must be"):
         T.sample(2, 0, "test")
+
+
+def test_early_slip_demonstrator_slips_mostly_on_the_first_line():
+    """CHAIN_EARLY_TASK: line 1 slips with probability EARLY_SLIPS[0], later lines with
+    EARLY_SLIPS[1]; success is (1 - s1)(1 - s2)^(k-1); everything else is the chain task's."""
+    s1, s2 = chain.EARLY_SLIPS
+    early = chain.CHAIN_EARLY_TASK
+    assert early.name == "chain_early" and early.reward is T.reward
+    assert early.train_items == T.train_items and early.eval_items == T.eval_items
+    rng = np.random.default_rng(3)
+    n, hits, expected, first_wrong = 4000, 0, 0.0, 0
+    for item in early.sample(n, rng, "train"):
+        text, ok = early.demonstration(item, rng)
+        assert chain.chain_reward([chain.prompt_text(item)], [text]) == [float(ok)]
+        s, d, _ = item
+        first_value = int(text.split()[4])  # "1 + d = v \n ...": v of line 1
+        first_wrong += first_value != (s + d) % 10
+        hits += ok
+        expected += (1 - s1) * (1 - s2) ** (item[2] - 1)
+    mean = expected / n
+    assert abs(hits / n - mean) < 5 * math.sqrt(mean * (1 - mean) / n)
+    assert abs(first_wrong / n - s1) < 5 * math.sqrt(s1 * (1 - s1) / n)
+
+    def old_demonstrator(item, gen):  # the chain task's demonstrator before EARLY_SLIPS
+        s, d, k = item
+        values, v = [], s
+        for _ in range(k):
+            v = (v + d) % 10
+            if gen.random() < 0.08:
+                v = (v + int(gen.integers(1, 10))) % 10
+            values.append(v)
+        return values
+
+    for seed, item in enumerate([(1, 2, 5), (9, 9, 9), (0, 3, 4)]):
+        text, _ = chain.demonstration(item, np.random.default_rng(seed))
+        want = old_demonstrator(item, np.random.default_rng(seed))
+        assert [int(w) for w in text.split()[4::5][:item[2]]] == want

@@ -145,7 +145,7 @@ def test_command_compares_at_matched_tokens_unless_told_fixed_steps(monkeypatch,
 
 
 def test_bad_task_is_refused_naming_the_choices():
-    with pytest.raises(ValueError, match=r"task must be one of \['chain', 'toy'\]"):
+    with pytest.raises(ValueError, match=r"task must be one of \['chain', 'chain_early', 'toy'\]"):
         demo.run_comparison(task="nope")
 
 
