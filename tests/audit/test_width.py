@@ -159,6 +159,9 @@ def test_two_stage_refuses_what_it_cannot_compute(width_audit):
     pop, _, _ = width_audit
     with pytest.raises(ValueError, match="width must be an int in"):
         subset_population(pop, 1)
+    for bad in (9, 2.0, "3", True):
+        with pytest.raises(ValueError, match=r"width must be an int in \[2, G = 8\]"):
+            two_stage_mse(pop, 0.5, bad)
     with pytest.raises(ValueError, match="max_subsets"):
         two_stage_mse(pop, 0.5, 4, max_subsets=10)
     # Two of eight candidates cannot spend what PAIR spends at budget 0.5.

@@ -87,16 +87,20 @@ def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: f
                        generated=float(grpo.metrics["generated_exact"]))
 
 
+def _check_width(width: object, G: int) -> int:
+    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) \
+            or not 2 <= width <= G:
+        raise ValueError(f"width must be an int in [2, G = {G}]; got {width!r}")
+    return G
+
+
 def subset_population(population: Population, width: int) -> tuple[Population, np.ndarray]:
     """Every ``width``-subset of every prompt's candidates as a prompt of its own.
 
     Returns the population of ``P * C(G, width)`` prompts (prompt-major, subsets in
     :func:`itertools.combinations` order) and the subsets, shape ``(C(G, width), width)``.
     """
-    G = population.group_size
-    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) \
-            or not 2 <= width <= G:
-        raise ValueError(f"width must be an int in [2, G = {G}]; got {width!r}")
+    G = _check_width(width, population.group_size)
     idx = np.array(list(itertools.combinations(range(G), int(width))), dtype=np.int64)
     P = population.n_prompts
 
@@ -150,8 +154,8 @@ def two_stage_mse(population: Population, budget_ratio: float, width: int, *,
         If ``C(G, width) > max_subsets``, or ``b_w`` is outside ``[pi_min, 1]`` (the width
         cannot spend the tokens: below ``G'`` or too close to it).
     """
-    G, P = population.group_size, population.n_prompts
-    n_sub = math.comb(G, int(width)) if isinstance(width, (int, np.integer)) else 0
+    G, P = _check_width(width, population.group_size), population.n_prompts
+    n_sub = math.comb(G, int(width))
     if n_sub > max_subsets:
         raise ValueError(f"width {width} of G = {G} has {n_sub} subsets per prompt > "
                          f"max_subsets = {max_subsets}")
