@@ -237,18 +237,17 @@ class AuditCallback(TrainerCallback):
         folder = self.output_dir or os.path.join(trainer.args.output_dir, "audit")
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, f"population-step{step}.npz")
-        collect_population(trainer, examples, path, block=self.block)
+        population = collect_population(trainer, examples, path, block=self.block)
         self.written.append(path)
         if self.advise and len(examples) >= 2:
-            self._advise(step, path)
+            self._advise(step, population)
 
-    def _advise(self, step: int, path: str) -> None:
+    def _advise(self, step: int, population: Any) -> None:
         """Do the prefixes pay on this population? (:func:`pairht.audit.width_advice`.)"""
-        from pairht.audit import load_population, width_advice
+        from pairht.audit import width_advice
 
         args = self.trainer.args
-        adv = width_advice(load_population(path), args.budget_ratio, pi_min=args.pi_min,
-                           seed=step)
+        adv = width_advice(population, args.budget_ratio, pi_min=args.pi_min, seed=step)
         self.advice.append((step, adv))
         m = self.trainer._metrics["train"]
         m["pair/width_mse_ratio"].append(adv.ratio)

@@ -17,6 +17,7 @@ from pairht.audit.base import AuditConfig, finished_mask, suffix_costs
 from pairht.audit.population import Population
 from pairht.audit.runner import run_audit
 from pairht.audit.summary import compare_to_baselines
+from pairht.estimators import pair_gradient
 
 
 @dataclass(frozen=True)
@@ -118,13 +119,6 @@ def subset_population(population: Population, width: int) -> tuple[Population, n
     return sub, idx
 
 
-def _pair_coefficients(r: np.ndarray) -> np.ndarray:
-    """``alpha`` with ``g = sum_i alpha_i s_i`` for the pair average of rewards ``r (..., k)``:
-    ``alpha_i = (1/M) sum_{j != i} (r_i - r_j) / 2``."""
-    k = r.shape[-1]
-    return (k * r - r.sum(axis=-1, keepdims=True)) / (k * (k - 1))
-
-
 def two_stage_mse(population: Population, budget_ratio: float, width: int, *,
                   row: str = "pair", pi_min: float = 0.08, seed: int = 0,
                   max_subsets: int = 5000) -> tuple[np.ndarray, float]:
@@ -139,8 +133,8 @@ def two_stage_mse(population: Population, budget_ratio: float, width: int, *,
     .. math:: \mathrm{MSE} = \frac{1}{\binom{G}{w}} \sum_{S}
               \left(\lVert g_S - g \rVert^2 + \mathrm{MSE}_{row}(S)\right),
 
-    both terms exact (the first from the Gram matrix, the second the audit's exact MSE of the
-    sub-population ``S``). ``width = G`` is ``row`` itself.
+    both terms exact (the first from the population's pseudo-scores, the second the audit's
+    exact MSE of the sub-population ``S``). ``width = G`` is ``row`` itself.
 
     Returns
     -------
@@ -171,11 +165,11 @@ def two_stage_mse(population: Population, budget_ratio: float, width: int, *,
     res = run_audit(sub, rows=[row], n_draws=0, config=AuditConfig(
         budget_ratio=min(b_w, 1.0), pi_min=pi_min, seed=seed))
     second = res.row(row).per_prompt["mse_exact"].reshape(P, len(idx)).mean(axis=1)
-    K, r = population.gram_matrix(), population.rewards
-    alpha = _pair_coefficients(r)
+    # ||g_S - g||^2 in the population's pseudo-scores (L L^T = K): a subset's rows of L are
+    # its candidates' pseudo-scores in the same coordinates.
+    L, r = population.reduced_scores(), population.rewards
+    g = pair_gradient(r, L)
     first = np.zeros(P)
     for S in idx:
-        d = -alpha.copy()
-        d[:, S] += _pair_coefficients(r[:, S])
-        first += np.einsum("pi,pij,pj->p", d, K, d)
+        first += np.sum((pair_gradient(r[:, S], L[:, S]) - g) ** 2, axis=-1)
     return first / len(idx) + second, float(b_w)
