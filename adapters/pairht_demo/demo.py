@@ -440,10 +440,11 @@ def _run_pair(
 #: Per-task defaults of :func:`run_comparison`: prefix checkpoint, learning rate, supervised
 #: warm-up steps, steps per method and the policy's position budget (chain responses reach 58
 #: tokens after a 10-token prompt).
+_CHAIN_DEFAULTS: dict[str, int | float] = dict(tau=8, learning_rate=1e-4, warmup_steps=600,
+                                               steps=40, max_positions=96)
 TASK_DEFAULTS: dict[str, dict[str, int | float]] = {
-    "chain": dict(tau=8, learning_rate=1e-4, warmup_steps=600, steps=40, max_positions=96),
-    "chain_early": dict(tau=8, learning_rate=1e-4, warmup_steps=600, steps=40,
-                        max_positions=96),
+    "chain": _CHAIN_DEFAULTS,
+    "chain_early": _CHAIN_DEFAULTS,  # the same task with another demonstrator
     "toy": dict(tau=6, learning_rate=3e-4, warmup_steps=400, steps=60, max_positions=64),
 }
 
@@ -739,11 +740,11 @@ def _comparison_lines(result: ComparisonResult) -> list[str]:
             f"{step}: {tokens:,} tokens ({tokens / g.generated_tokens:.2f}x GRPO's) and "
             f"{seconds:.1f} s ({seconds / g.seconds:.2f}x GRPO's)."
         )
-    if s.get("task") == "chain":
+    if s.get("task") in ("chain", "chain_early"):  # the tasks demo_population.py audits
         lines.append(
             "Do the prefixes pay on this task at all? The exact audit of its own population "
-            "answers that with intervals: python benchmarks/demo_population.py (docs/audit.md, "
-            "\"The demo's own task\")."
+            f"answers that with intervals: python benchmarks/demo_population.py --task "
+            f"{s['task']} (docs/audit.md, \"The demo's own task\")."
         )
     lines.append(
         f"One-time numba kernel load/compile before training (not in either run's seconds): "
