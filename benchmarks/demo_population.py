@@ -1,14 +1,15 @@
 r"""Does PAIR pay on the demo's own task? The audit on the chain task's policy population.
 
-``make demo`` trains PAIR and GRPO on the chain-arithmetic task (:mod:`pairht_demo.chain`). This
+``make demo`` trains PAIR and GRPO on a chain-arithmetic task (:mod:`pairht_demo.chain`; by
+default the long one, ``chain_long``). This
 script asks the frozen-population audit the question the training run cannot answer with
 intervals: at equal generated tokens, how does PAIR's gradient compare with the baselines' on
 that task, with the heads the trainer has after ``--train-steps`` PAIR steps, and with
 hindsight-perfect heads? It
 
 1. warm-starts the demo's tiny Llama (the demo's cache), trains it ``--train-steps`` steps with
-   :class:`pairht_trl.PairGRPOTrainer` in the demo's setting (``G = 8``, ``tau = 8``, budget
-   0.5) so the prefix heads have labels,
+   :class:`pairht_trl.PairGRPOTrainer` in the demo's setting (``G = 8`` or ``--group-size``,
+   the task's ``tau`` and prompts per step, budget 0.5) so the prefix heads have labels,
 2. writes a population of ``--prompts`` fresh training prompts x ``G`` candidates generated to
    the end (:func:`pairht_trl.audit_mode.collect_population`: rewards, realised suffix tokens,
    the heads' predictions at the checkpoint, autograd scores on the final norm weight),
@@ -18,9 +19,10 @@ hindsight-perfect heads? It
 
 ::
 
-    python benchmarks/demo_population.py                 # about 2 CPU-minutes after the cache
+    python benchmarks/demo_population.py                 # chain_long: ~4 CPU-minutes, cached
     python benchmarks/demo_population.py --seed 1 --prompts 32
-    python benchmarks/demo_population.py --task chain_early    # failures visible early
+    python benchmarks/demo_population.py --task chain        # the short chains
+    python benchmarks/demo_population.py --task chain_early --group-size 16 --tau 6
 """
 
 from __future__ import annotations
@@ -37,26 +39,29 @@ sys.path.insert(0, HERE)
 
 
 def build_population(seed: int, prompts: int, train_steps: int, path: str,
-                     task_name: str = "chain"):
-    """Train PAIR ``train_steps`` steps on a chain task, then collect a population."""
+                     task_name: str = "chain", group_size: int = 8, tau: int | None = None):
+    """Train PAIR ``train_steps`` steps on a chain task, then collect a population
+    (``group_size`` candidates per prompt; ``tau``: the task's demo default when None)."""
     from pairht_demo import toy
-    from pairht_demo.demo import TASK_DEFAULTS, _base_kwargs, _task, single_blas_thread
+    from pairht_demo.demo import _base_kwargs, single_blas_thread
+    from pairht_demo.tasks import TASK_DEFAULTS, get_task
     from pairht_demo.warm_cache import warm_model
     from pairht_trl import PairGRPOConfig, PairGRPOTrainer
     from pairht_trl.audit_mode import collect_population
 
-    task, d = _task(task_name), TASK_DEFAULTS[task_name]
+    task, d = get_task(task_name), TASK_DEFAULTS[task_name]
     tokenizer = toy.make_tokenizer(task)
     base = warm_model(task, seed, int(d["warmup_steps"]),
                       toy.ToyModelConfig(max_positions=int(d["max_positions"])))
-    G, per_step = 8, 8
+    G, per_step = group_size, int(d["prompts_per_step"])
     dataset = task.dataset(max(train_steps, 1) * per_step + prompts, rng=seed, split="train")
     with tempfile.TemporaryDirectory() as tmp, single_blas_thread():
         kwargs = _base_kwargs(tmp, steps=max(train_steps, 1), seed=seed, num_generations=G,
                               prompts_per_step=per_step,
                               learning_rate=float(d["learning_rate"]),
                               max_completion_length=task.max_new_tokens)
-        cfg = PairGRPOConfig(**kwargs, mode="exact", tau=int(d["tau"]), snap_window=8,
+        cfg = PairGRPOConfig(**kwargs, mode="exact",
+                             tau=int(d["tau"]) if tau is None else tau, snap_window=8,
                              budget_ratio=0.5, design_seed=seed)
         trainer = PairGRPOTrainer(model=copy.deepcopy(base), reward_funcs=task.reward,
                                   args=cfg, train_dataset=dataset, processing_class=tokenizer)
@@ -69,10 +74,14 @@ def build_population(seed: int, prompts: int, train_steps: int, path: str,
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pairht_demo.tasks import DEFAULT_TASK, TASKS
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--task", default="chain", choices=["chain", "chain_early"])
+    ap.add_argument("--task", default=DEFAULT_TASK, choices=sorted(TASKS))
     ap.add_argument("--prompts", type=int, default=48)
+    ap.add_argument("--group-size", type=int, default=8, help="candidates per prompt (G)")
+    ap.add_argument("--tau", type=int, default=None, help="default: the demo's for the task")
     ap.add_argument("--train-steps", type=int, default=20)
     ap.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5])
     ap.add_argument("--out", default=None, help="also keep the population here (.npz)")
@@ -84,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     path = args.out or os.path.join(tempfile.mkdtemp(), "chain_population.npz")
-    pop = build_population(args.seed, args.prompts, args.train_steps, path, args.task)
+    pop = build_population(args.seed, args.prompts, args.train_steps, path, args.task,
+                           args.group_size, args.tau)
     fin = 0.0 if pop.finished is None else float(pop.finished.mean())
     whole = pop.prefix_len + np.where(pop.finished, 0, pop.costs)
     print(f"\n### Task {args.task}, seed {args.seed}, after {args.train_steps} PAIR "

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from pairht_demo import toy
+from pairht_demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, get_task
 
 __all__ = [
     "TASK_DEFAULTS", "ComparisonResult", "MethodResult", "main", "reach", "run_comparison",
@@ -437,27 +438,6 @@ def _run_pair(
 # --------------------------------------------------------------------------- entry point
 
 
-#: Per-task defaults of :func:`run_comparison`: prefix checkpoint, learning rate, supervised
-#: warm-up steps, steps per method and the policy's position budget (chain responses reach 58
-#: tokens after a 10-token prompt).
-_CHAIN_DEFAULTS: dict[str, int | float] = dict(tau=8, learning_rate=1e-4, warmup_steps=600,
-                                               steps=40, max_positions=96)
-TASK_DEFAULTS: dict[str, dict[str, int | float]] = {
-    "chain": _CHAIN_DEFAULTS,
-    "chain_early": _CHAIN_DEFAULTS,  # the same task with another demonstrator
-    "toy": dict(tau=6, learning_rate=3e-4, warmup_steps=400, steps=60, max_positions=64),
-}
-
-
-def _task(name: str) -> toy.Task:
-    from pairht_demo.chain import CHAIN_EARLY_TASK, CHAIN_TASK
-
-    tasks = {"chain": CHAIN_TASK, "chain_early": CHAIN_EARLY_TASK, "toy": toy.TOY_TASK}
-    if name not in tasks:
-        raise ValueError(f"task must be one of {sorted(tasks)}; got task={name!r}")
-    return tasks[name]
-
-
 def reach(record: MethodResult, target: float) -> tuple[int, int, float] | None:
     """``(step, generated tokens, training seconds)`` at the first held-out evaluation of
     ``record`` whose reward is ``>= target``; None if none is. Evaluation points only (no
@@ -473,10 +453,10 @@ def run_comparison(
     seed: int = 0,
     out_dir: str | os.PathLike = "demo-out",
     *,
-    task: str = "chain",
+    task: str = DEFAULT_TASK,
     methods: Sequence[str] = METHODS,
     num_generations: int = 8,
-    prompts_per_step: int = 8,
+    prompts_per_step: int | None = None,
     tau: int | None = None,
     snap_window: int = 8,
     budget_ratio: float = 0.5,
@@ -506,8 +486,9 @@ def run_comparison(
     methods : subset of ("grpo", "pair")
     num_generations : int
         Group size G (candidates per prompt).
-    prompts_per_step : int
-        Prompts per optimizer step (``G * prompts_per_step`` completions per step).
+    prompts_per_step : int, optional
+        Prompts per optimizer step (``G * prompts_per_step`` completions per step; default:
+        the task's).
     tau, snap_window : int
         PAIR prefix checkpoint (default: the task's, :data:`TASK_DEFAULTS`) and newline snap
         window, in tokens.
@@ -545,13 +526,15 @@ def run_comparison(
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise ValueError(f"methods must be a non-empty subset of {METHODS}; got {list(methods)!r}")
-    the_task = _task(task)
+    the_task = get_task(task)
     defaults = TASK_DEFAULTS[task]
     if steps is None:
         steps = 12 if _short() else int(defaults["steps"])
     tau = int(defaults["tau"]) if tau is None else tau
     learning_rate = float(defaults["learning_rate"]) if learning_rate is None else learning_rate
     warmup_steps = int(defaults["warmup_steps"]) if warmup_steps is None else warmup_steps
+    if prompts_per_step is None:
+        prompts_per_step = int(defaults["prompts_per_step"])
     for name, v in (("steps", steps), ("num_generations", num_generations),
                     ("prompts_per_step", prompts_per_step), ("tau", tau),
                     ("warmup_steps", warmup_steps)):
@@ -774,9 +757,10 @@ def _explain(g: dict[str, float], p: dict[str, float], token_ratio: float) -> st
     gen_ratio = gen_p / gen_g if gen_g > 0 else math.nan
     upd_ratio = p["update"] / g["update"] if g["update"] > 0 else math.nan
     why_gen = (
-        "a decode step of a tiny model is mostly fixed overhead (over half the rows it costs "
-        "about 0.8x), and PAIR decodes the prefix steps and then up to the longest selected "
-        "suffix, so its generation time fell less than its tokens"
+        "a decode step of a tiny model is mostly fixed overhead (half the rows cost about "
+        "0.9x at 64 rows and 0.7x at 128 on this CPU: python benchmarks/bench_decode_rows.py), "
+        "and PAIR decodes the prefix steps and then up to the longest selected suffix, so its "
+        "generation time fell less than its tokens"
         if gen_ratio > token_ratio + 0.05 else "its generation time fell with its tokens"
     )
     why_upd = (
@@ -836,7 +820,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out-dir", default="demo-out")
     p.add_argument("--methods", default="grpo,pair", help="comma-separated subset of grpo,pair")
     p.add_argument("--budget-ratio", type=float, default=0.5)
-    p.add_argument("--task", default="chain", choices=sorted(TASK_DEFAULTS))
+    p.add_argument("--task", default=DEFAULT_TASK, choices=sorted(TASK_DEFAULTS))
     p.add_argument("--tau", type=int, default=None, help="default: the task's (chain 8, toy 6)")
     # Default: compute-matched. PAIR's claim is reward per generated token; stopping it at
     # GRPO's step count stops it at about 0.64x GRPO's tokens by construction, so the fixed-step

@@ -41,13 +41,10 @@ import numpy as np
 
 from pairht.comparators import COMPARATORS
 from pairht_demo import demo, toy
-from pairht_demo.chain import CHAIN_EARLY_TASK, CHAIN_TASK
+from pairht_demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, TASKS, get_task
 from pairht_demo.warm_cache import warm_model
 
 __all__ = ["ARMS", "COMPARATOR_ARMS", "Arm", "ArmRun", "ExperimentResult", "run_experiment"]
-
-TASKS: dict[str, toy.Task] = {"chain": CHAIN_TASK, "chain_early": CHAIN_EARLY_TASK,
-                              "toy": toy.TOY_TASK}
 
 
 @dataclass(frozen=True)
@@ -73,6 +70,11 @@ ARMS: dict[str, Arm] = {
         "pair", {"design": "conditional_poisson"},
         description="PAIR, exact mode, fixed-size conditional Poisson design named explicitly "
                     "(the trainer's default design: the same run as 'pair')",
+    ),
+    "pair_skill_shrink": Arm(
+        "pair", {"shrink_by": "skill"},
+        description="PAIR with predictions shrunk by the heads' Brier skill / R^2 (the default "
+                    "before the reliability slope): shows what the slope changed",
     ),
     "uniform": Arm(
         "pair", {"allocator": "uniform"},
@@ -217,15 +219,15 @@ def run_experiment(
     arms: Sequence[str] = DEFAULT_ARMS,
     seeds: Sequence[int] = (0, 1, 2),
     *,
-    task: str = "chain",
-    steps: int = 40,
+    task: str = DEFAULT_TASK,
+    steps: int | None = None,
     num_generations: int = 8,
-    prompts_per_step: int = 8,
-    tau: int = 8,
+    prompts_per_step: int | None = None,
+    tau: int | None = None,
     snap_window: int = 8,
     budget_ratio: float = 0.5,
-    learning_rate: float = 1e-4,
-    warmup_steps: int = 600,
+    learning_rate: float | None = None,
+    warmup_steps: int | None = None,
     epochs: int = 1,
     eval_every: int | None = None,
     out_dir: str | os.PathLike = "experiment-out",
@@ -239,12 +241,14 @@ def run_experiment(
     arms : names in :data:`ARMS`
     seeds : ints
         Each seed fixes the warm start, prompt order, sampling and designs; arms share them.
-    task : {"chain", "chain_early", "toy"}
+    task : a name in :data:`pairht_demo.tasks.TASKS`
     steps, num_generations, prompts_per_step, tau, snap_window, budget_ratio, learning_rate
-        As in :func:`pairht_demo.demo.run_comparison`.
-    warmup_steps : int
-        Supervised warm-up steps (cached on disk under ``$PAIRHT_CACHE``, default
-        ``~/.cache/pairht``).
+        As in :func:`pairht_demo.demo.run_comparison` (``steps``, ``prompts_per_step``,
+        ``tau`` and ``learning_rate`` default to the task's,
+        :data:`pairht_demo.tasks.TASK_DEFAULTS`).
+    warmup_steps : int, optional
+        Supervised warm-up steps (default: the task's; cached on disk under
+        ``$PAIRHT_CACHE``, default ``~/.cache/pairht``).
     epochs : int
         Passes over the training prompts: ``ceil(steps * prompts_per_step / epochs)`` distinct
         prompts, each seen ``epochs`` times. With 1 (default) every prompt is seen once, so the
@@ -258,8 +262,14 @@ def run_experiment(
     ExperimentResult
     """
     arms = _check_arms(arms)
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {sorted(TASKS)}; got {task!r}")
+    the_task = get_task(task)
+    defaults = TASK_DEFAULTS[task]
+    steps = int(defaults["steps"]) if steps is None else steps
+    tau = int(defaults["tau"]) if tau is None else tau
+    learning_rate = float(defaults["learning_rate"]) if learning_rate is None else learning_rate
+    warmup_steps = int(defaults["warmup_steps"]) if warmup_steps is None else warmup_steps
+    if prompts_per_step is None:
+        prompts_per_step = int(defaults["prompts_per_step"])
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds must name at least one seed")
@@ -267,9 +277,7 @@ def run_experiment(
         raise ValueError(f"epochs must be an int >= 1 (passes over the training prompts); got "
                          f"{epochs!r}")
     visits = steps * prompts_per_step
-    the_task = TASKS[task]
-    cfg = toy.ToyModelConfig(max_positions=96) if task.startswith("chain") \
-        else toy.ToyModelConfig()
+    cfg = toy.ToyModelConfig(max_positions=int(defaults["max_positions"]))
     eval_every = eval_every or max(1, steps // 5)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -532,11 +540,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help=f"comma-separated subset of {','.join(ARMS)}; 'comparators' stands "
                         f"for {','.join(COMPARATOR_ARMS)}")
     p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--task", default="chain", choices=sorted(TASKS))
-    p.add_argument("--steps", type=int, default=None, help="default 40 (6 with PAIRHT_E2E_SHORT)")
+    p.add_argument("--task", default=DEFAULT_TASK, choices=sorted(TASKS))
+    p.add_argument("--steps", type=int, default=None,
+                   help="default: the task's (6 with PAIRHT_E2E_SHORT)")
     p.add_argument("--budget-ratio", type=float, default=0.5)
-    p.add_argument("--tau", type=int, default=8)
-    p.add_argument("--learning-rate", type=float, default=1e-4)
+    p.add_argument("--tau", type=int, default=None, help="default: the task's")
+    p.add_argument("--learning-rate", type=float, default=None, help="default: the task's")
     p.add_argument("--epochs", type=int, default=1,
                    help="passes over the training prompts (>= 2: VIP/HORA get a history)")
     p.add_argument("--out-dir", default="experiment-out")
@@ -546,7 +555,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
     except ValueError:
         p.error(f"--seeds must be comma-separated ints; got {a.seeds!r}")
-    steps = a.steps if a.steps is not None else (6 if demo._short() else 40)
+    steps = a.steps if a.steps is not None else (6 if demo._short() else None)
     t0 = time.perf_counter()
     names: list[str] = []
     for x in (x.strip() for x in a.arms.split(",")):

@@ -74,6 +74,14 @@ def head_kinds() -> tuple[str, ...]:
     return tuple(HEAD_KINDS)
 
 
+def shrink_measures() -> tuple[str, ...]:
+    """What predictions are shrunk by (:data:`pairht_trl.heads.SHRINK_MEASURES`; first: the
+    default)."""
+    from pairht_trl.heads import SHRINK_MEASURES
+
+    return tuple(SHRINK_MEASURES)
+
+
 def allocators() -> tuple[str, ...]:
     """Allocation rules of the step (:func:`pairht.step.allocator_names`: the built-ins and the
     registered comparators)."""
@@ -212,6 +220,7 @@ PAIR_FIELD_RULES: dict[str, Rule] = {
     "head_temperature_fraction": _real(0.0, 1.0),
     "lagged_heads": _flag,
     "shrink_to_skill": _flag,
+    "shrink_by": _one_of(shrink_measures, "pairht_trl.heads.SHRINK_MEASURES"),
     "head_steps_per_update": _integer(0),
     "head_batch_size": _integer(1),
     "drop_unselected_rows": _optional_flag,  # exactness: needs the resolved TRL fields, below
@@ -353,10 +362,19 @@ class PairGRPOConfig(GRPOConfig):
         (:func:`pairht_rollout.features.confidence_features`), kept whole by the linear probe.
         Default ``True``; a backend that cannot report them then raises.
     shrink_to_skill : bool
-        Shrink the heads' predictions toward their group mean by the heads' measured held-out
-        skill (prequential Brier skill for success, R^2 of log cost for cost, clipped to
-        [0, 1]; 0 until labels exist): uninformative heads then reduce PAIR to the uniform
-        design among unfinished candidates (``pairht.step.shrink_predictions``). Default True.
+        Shrink the heads' predictions toward their group mean by a factor the heads measure
+        held out (``shrink_by``, clipped to [0, 1]; 0 until labels exist): uninformative heads
+        then reduce PAIR to the uniform design among unfinished candidates
+        (``pairht.step.shrink_predictions``). Default True.
+    shrink_by : {"slope", "skill"}
+        The factor (:data:`pairht_trl.heads.SHRINK_MEASURES`). ``"slope"`` (default): the
+        prequential reliability slope of the within-group deviations,
+        ``sum w (p_hat - p_bar)(r - p_bar) / sum w (p_hat - p_bar)^2`` (and the same for the
+        cost), the least-squares shrinkage: 1 for a calibrated head, 0 for an uninformative
+        one. ``"skill"``: the Brier skill (R^2 of log cost), which shrinks even a perfectly
+        calibrated head (an oracle's Brier skill is the share of the reward variance its
+        probabilities explain, 0.36 on the synthetic audit population) and so throws away
+        most of what sharp heads know (docs/trl.md, "Prefix heads").
     """
 
     # ------------------------------------------------------------------ TRL defaults changed
@@ -431,7 +449,11 @@ class PairGRPOConfig(GRPOConfig):
     lagged_heads: bool = field(default=False, metadata={"help": "Lagged-predictor variant."})
     shrink_to_skill: bool = field(
         default=True,
-        metadata={"help": "Shrink predictions toward the group mean by the heads' held-out skill."},
+        metadata={"help": "Shrink predictions toward the group mean by a held-out measure."},
+    )
+    shrink_by: str = field(
+        default="slope",
+        metadata={"help": "The shrinkage factor: 'slope' (reliability slope) or 'skill'."},
     )
     head_steps_per_update: int = field(
         default=32, metadata={"help": "Head Adam steps after each policy update."}

@@ -44,14 +44,28 @@ from pairht.heads_fit import (
     fit_linear_probe,
     group_folds,
     log_cost_r2,
+    reliability_slope,
     skill_score,
 )
 
-__all__ = ["HEAD_KINDS", "CrossFit", "HeadTrainer", "PrefixHeads", "cross_fit_heads",
-           "score_norm_proxy"]
+__all__ = ["HEAD_KINDS", "SHRINK_MEASURES", "CrossFit", "HeadTrainer", "PrefixHeads",
+           "cross_fit_heads", "score_norm_proxy"]
 
 #: Head families of :class:`HeadTrainer` (``head=``); the first is the default.
 HEAD_KINDS = ("linear", "mlp")
+
+#: What the trainer shrinks the predictions toward their group mean by
+#: (``PairGRPOConfig.shrink_by``), both measured held out by :meth:`HeadTrainer.skill`; the
+#: first is the default. ``"slope"``: the reliability slope of the within-group deviations,
+#: the least-squares shrinkage (1 for a calibrated head, 0 for an uninformative one);
+#: ``"skill"``: the Brier skill / R^2, which is below 1 even for a perfect head.
+SHRINK_MEASURES = ("slope", "skill")
+
+# Columns of HeadTrainer._held_out, one row per label (NaN where not scored): squared errors of
+# the heads and of the constant reference (success, then log cost), then the within-group
+# deviations of the prediction and of the label from the group's mean prediction (success,
+# then cost; see `pairht.heads_fit.reliability_slope`).
+_HELD_OUT_COLUMNS = 8
 
 # softplus(SOFTPLUS_ONE) = 1: the cost head starts by predicting exactly `cost_scale` tokens.
 SOFTPLUS_ONE = math.log(math.e - 1.0)
@@ -357,8 +371,8 @@ class HeadTrainer:
         self._rewards = torch.zeros(0, dtype=torch.float64)
         self._costs = torch.zeros(0, dtype=torch.float64)
         self._pi = torch.zeros(0, dtype=torch.float64)
-        # prequential squared errors of each window label: heads, constant (success); same (cost)
-        self._held_out = torch.zeros((0, 4), dtype=torch.float64)
+        # prequential scores of each window label (see _HELD_OUT_COLUMNS)
+        self._held_out = torch.zeros((0, _HELD_OUT_COLUMNS), dtype=torch.float64)
         self._n_new = 0
         self.n_updates = 0
         # the linear probe's refit schedule: labels the last refit saw, labels added since,
@@ -403,9 +417,10 @@ class HeadTrainer:
                 calibration.ipw_geometric_mean(c, w, self._cost_scale))
 
     def skill(self) -> dict[str, float]:
-        """``{"skill_success": ..., "skill_cost": ...}``: prequential held-out skill over the
-        replay window (see the class docstring); NaN where no label was scored by a fitted
-        predictor (or the reference error is 0)."""
+        """Prequential held-out measures over the replay window (see the class docstring):
+        ``skill_success``, ``skill_cost`` (Brier skill, R^2 of log cost) and ``slope_success``,
+        ``slope_cost`` (:func:`reliability_slope` of the within-group deviations); NaN where no
+        label was scored by a fitted predictor (or the reference error / the spread is 0)."""
         h = self._held_out.numpy()
         w = 1.0 / self._pi.numpy()
         scored = np.isfinite(h[:, 0])
@@ -414,6 +429,9 @@ class HeadTrainer:
         for key, (err, ref), rows in (("skill_success", (0, 1), scored),
                                       ("skill_cost", (2, 3), pos)):
             out[key] = skill_score(h[rows, err], h[rows, ref], w[rows])
+        for key, (x, y) in (("slope_success", (4, 5)), ("slope_cost", (6, 7))):
+            rows = np.isfinite(h[:, x])
+            out[key] = reliability_slope(h[rows, x], h[rows, y], w[rows])
         return out
 
     @property
@@ -432,11 +450,16 @@ class HeadTrainer:
         """Labels in the replay window."""
         return int(self._rewards.numel())
 
-    def add(self, features, rewards, costs, pi, mask) -> None:
+    def add(self, features, rewards, costs, pi, mask, group_size: int | None = None) -> None:
         """Append the labels of completed candidates to the replay window (newest last).
 
         Each new label is first scored by the current predictor and by the constant reference
-        (for :meth:`skill`).
+        (for :meth:`skill`), and its within-group deviations are recorded for the reliability
+        slopes: with ``p_bar`` the mean prediction over the label's group (every candidate)
+        and ``c_bar`` the mean predicted cost over the group's unfinished candidates (a
+        candidate is finished when it was completed at cost 0), ``(p_hat - p_bar, r - p_bar)``
+        and, for unfinished labels, ``(c_hat - c_bar, C - c_bar)``: the centring
+        :func:`pairht.step.shrink_predictions` shrinks toward.
 
         Parameters
         ----------
@@ -446,6 +469,10 @@ class HeadTrainer:
                                                     0 for a prefix that already ended
         pi : (...,) array                          inclusion probabilities, > 0 where ``mask``
         mask : (...,) bool                         ``J_i``: which candidates were completed
+        group_size : int, optional                 candidates per group, consecutive in the
+                                                    flattened rows (default: the last axis of
+                                                    a batched ``(..., G)`` input; a 1-d input
+                                                    is one group)
         """
         u = _as_features(features, self.hidden_size, "cpu")
         shape = tuple(u.shape[:-1])
@@ -474,16 +501,31 @@ class HeadTrainer:
         new_r = torch.as_tensor(r.reshape(-1))[keep]
         new_c = torch.as_tensor(c.reshape(-1))[keep]
         # Labels predicted by the untrained prior measure nothing about the heads: NaN, skipped.
-        held_out = torch.full((int(keep.sum()), 4), math.nan, dtype=torch.float64)
+        held_out = torch.full((int(keep.sum()), _HELD_OUT_COLUMNS), math.nan,
+                              dtype=torch.float64)
         if held_out.shape[0] and self.n_updates > int(self.lagged):
-            p_hat, c_hat = self.predict(new_u)
+            g = _group_size(group_size, shape)
+            p_all, c_all = self.predict(u.reshape(-1, self.hidden_size))
+            kept = keep.numpy()
+            p_hat, c_hat = p_all[kept], c_all[kept]
             p_bar, c_bar = self._constant_reference()
             y, cc = new_r.numpy(), new_c.numpy()
+            # within-group deviations from the centre shrink_predictions uses
+            finished = (m & (c == 0)).reshape(-1, g)
+            p_mean = np.repeat(p_all.reshape(-1, g).mean(axis=1), g)[kept]
+            unf = ~finished
+            n_unf = np.maximum(unf.sum(axis=1), 1)
+            c_mean = np.repeat((c_all.reshape(-1, g) * unf).sum(axis=1) / n_unf, g)[kept]
+            label_unf = unf.reshape(-1)[kept]
             held_out = torch.from_numpy(np.stack([
                 (p_hat - y) ** 2,
                 (p_bar - y) ** 2,
                 calibration.log_cost_error(np.maximum(c_hat, 1e-300), cc),
                 calibration.log_cost_error(np.full(cc.shape, c_bar), cc),
+                p_hat - p_mean,
+                y - p_mean,
+                np.where(label_unf, c_hat - c_mean, np.nan),
+                np.where(label_unf, cc - c_mean, np.nan),
             ], axis=1))
         self._features = torch.cat([self._features, new_u])
         self._rewards = torch.cat([self._rewards, new_r])
@@ -718,11 +760,13 @@ class HeadTrainer:
         self._rewards = sd["rewards"].clone()
         self._costs = sd["costs"].clone()
         self._pi = sd["pi"].clone()
-        # Older states have no held-out scores: their labels are left out of the skill.
-        self._held_out = (
-            sd["held_out"].clone() if "held_out" in sd
-            else torch.full((self._rewards.numel(), 4), math.nan, dtype=torch.float64)
-        )
+        # Older states have no held-out scores (or no deviations): their labels are left out
+        # of the skill (the slopes).
+        held_out = torch.full((self._rewards.numel(), _HELD_OUT_COLUMNS), math.nan,
+                              dtype=torch.float64)
+        if "held_out" in sd:
+            held_out[:, : sd["held_out"].shape[1]] = sd["held_out"]
+        self._held_out = held_out
         self._n_new = int(sd["n_new"])
         self.n_updates = int(sd["n_updates"])
         # States written before the refit schedule existed: refit at the next update.
@@ -733,6 +777,16 @@ class HeadTrainer:
         self._fixed_cost_scale = bool(sd["fixed_cost_scale"])
         self._cost_scale = float(sd.get("cost_scale", float(self.heads.cost_scale)))
         self.generator.set_state(sd["generator"])
+
+
+def _group_size(group_size: int | None, shape: tuple[int, ...]) -> int:
+    """Candidates per group for :meth:`HeadTrainer.add` (see its ``group_size``)."""
+    rows = math.prod(shape)
+    g = (shape[-1] if shape else 1) if group_size is None else group_size
+    if isinstance(g, bool) or not isinstance(g, int) or g < 1 or rows % g:
+        raise ValueError(f"group_size must be a positive int dividing the {rows} rows; got "
+                         f"group_size = {group_size!r}")
+    return g
 
 
 # ---------------------------------------------------------------------- stored populations

@@ -433,16 +433,19 @@ class PairGRPOTrainer(GRPOTrainer):
         return -1.0 / (g * length)
 
     def _head_skill(self) -> dict[str, float]:
-        """Shrinkage weights for the step: the heads' held-out skill clipped to [0, 1] (0 while
-        unmeasured: an unknown predictor is treated as uninformative), or 1 when
-        ``shrink_to_skill`` is off or the heads do not measure skill."""
+        """Shrinkage weights for the step (:func:`pairht.step.shrink_predictions`): the heads'
+        held-out measure named by ``shrink_by`` (the reliability slope by default, or the
+        skill), clipped to [0, 1] (0 while unmeasured: an unknown predictor is treated as
+        uninformative), or 1 when ``shrink_to_skill`` is off or the heads measure nothing."""
         measured = getattr(self.head_trainer, "skill", None)
         if not self.pair_args.shrink_to_skill or measured is None:
             return {"skill_success": 1.0, "skill_cost": 1.0}
         values = measured()
+        by = self.pair_args.shrink_by
         return {
-            key: float(np.clip(np.nan_to_num(values.get(key, np.nan), nan=0.0), 0.0, 1.0))
-            for key in ("skill_success", "skill_cost")
+            f"skill_{what}": float(np.clip(np.nan_to_num(values.get(f"{by}_{what}", np.nan),
+                                                         nan=0.0), 0.0, 1.0))
+            for what in ("success", "cost")
         }
 
     def _phase(self, name: str) -> Any:
@@ -840,7 +843,8 @@ class PairGRPOTrainer(GRPOTrainer):
             return
         heads = self.head_trainer
         heads.add(
-            labels["features"], labels["rewards"], labels["costs"], labels["pi"], labels["mask"]
+            labels["features"], labels["rewards"], labels["costs"], labels["pi"], labels["mask"],
+            group_size=self.pair_args.num_generations,
         )
         with self._phase("heads"):
             head_metrics = heads.update()

@@ -113,17 +113,23 @@ def _population(population: str | None, prompts: int, group_size: int, reward: R
 
 
 class Predictions(str, enum.Enum):
+    # pairht.audit.PREDICTIONS, spelled out so that --help needs no numpy (tests/test_cli.py
+    # checks the two agree)
     stored = "stored"
     prompt_mean = "prompt_mean"
     hindsight = "hindsight"
+    shrunk_slope = "shrunk_slope"
+    shrunk_skill = "shrunk_skill"
 
 
 PREDICTIONS_OPT = typer.Option(
     Predictions.stored, "--predictions",
     help="Prefix predictions the allocations see: the population's own (stored; the "
          "synthetic --calibration oracle stores the true conditional values), uninformative "
-         "(prompt_mean: every candidate gets its prompt's mean p_hat and c_hat), or "
-         "hindsight-perfect (hindsight: p_hat = reward, c_hat = realised suffix tokens).")
+         "(prompt_mean: every candidate gets its prompt's mean p_hat and c_hat), "
+         "hindsight-perfect (hindsight: p_hat = reward, c_hat = realised suffix tokens), or "
+         "the stored ones shrunk toward their group mean as the trainer does (shrunk_slope: "
+         "by their reliability slope, the default; shrunk_skill: by their Brier skill).")
 PREFIX_TOKENS = typer.Option(256, "--prefix-tokens", min=0,
                              help="Synthetic population: prefix checkpoint tau (tokens every "
                                   "candidate generates before the allocation).")

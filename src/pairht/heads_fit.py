@@ -50,6 +50,7 @@ __all__ = [
     "fit_ridge",
     "group_folds",
     "log_cost_r2",
+    "reliability_slope",
     "skill_score",
 ]
 
@@ -202,6 +203,27 @@ def skill_score(err: np.ndarray, ref: np.ndarray, w: np.ndarray) -> float:
     """
     den = float(w @ ref)
     return 1.0 - float(w @ err) / den if den > 0 else float("nan")
+
+
+def reliability_slope(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> float:
+    r"""The weighted least-squares slope through the origin, ``sum w x y / sum w x^2``.
+
+    With ``x_i = p_hat_i - p_bar_g`` (a prediction's deviation from the mean prediction of its
+    group ``g``) and ``y_i = r_i - p_bar_g`` (the label's), it is the factor ``beta`` for which
+    the shrunk predictions ``p_bar_g + beta (p_hat_i - p_bar_g)`` have the least weighted
+    squared error, i.e. the least-squares shrinkage toward the group mean: 1 for a calibrated
+    head (``E[r | p_hat] = p_hat``) whatever its skill, 0 for deviations unrelated to the
+    labels, below 1 for an overconfident head. NaN when ``sum w x^2 = 0``.
+
+    Examples
+    --------
+    >>> reliability_slope(np.array([-0.2, 0.2]), np.array([-0.2, 0.2]), np.ones(2))
+    1.0
+    >>> reliability_slope(np.array([-0.2, 0.2]), np.array([-0.1, 0.1]), np.ones(2))
+    0.5
+    """
+    den = float(w @ (x * x))
+    return float(w @ (x * y)) / den if den > 0 else float("nan")
 
 
 def brier_skill(p_hat: ArrayLike, y: ArrayLike, p_ref: ArrayLike, w: ArrayLike | None = None):

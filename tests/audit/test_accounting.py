@@ -160,6 +160,57 @@ def test_hindsight_predictions_are_the_realised_outcomes(fin_pop):
         with_predictions(fin_pop, "oracle")
 
 
+def test_shrunk_predictions_are_pulled_to_the_group_mean_by_the_measured_factor(fin_pop):
+    """shrunk_slope / shrunk_skill: p' = p_bar + s (p - p_bar) over every candidate of a
+    prompt, c' = c_bar + s (c - c_bar) over its unfinished ones, with the factor the trainer
+    would use, measured on the stored predictions (shrinkage_measures, recomputed here by
+    hand); finished candidates keep their c_hat."""
+    from pairht.audit.predictions import shrinkage_measures
+
+    u = ~fin_pop.finished
+    r = np.clip(fin_pop.rewards, 0.0, 1.0)
+    pm = fin_pop.p_hat.mean(axis=1, keepdims=True)
+    cm = (np.where(u, fin_pop.c_hat, 0.0).sum(axis=1) / u.sum(axis=1))[:, None]
+    x, y = (fin_pop.p_hat - pm).ravel(), (r - pm).ravel()
+    xc, yc = (fin_pop.c_hat - cm)[u], (fin_pop.costs - cm)[u]
+    want = {"slope_success": x @ y / (x @ x), "slope_cost": xc @ yc / (xc @ xc),
+            "skill_success": 1 - np.sum((fin_pop.p_hat - r) ** 2) / np.sum((r.mean() - r) ** 2)}
+    got = shrinkage_measures(fin_pop)
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value, rel=1e-12)
+    for mode, by in (("shrunk_slope", "slope"), ("shrunk_skill", "skill")):
+        s_p = float(np.clip(got[f"{by}_success"], 0, 1))
+        s_c = float(np.clip(np.nan_to_num(got[f"{by}_cost"]), 0, 1))
+        pop = with_predictions(fin_pop, mode)
+        np.testing.assert_allclose(pop.p_hat, pm + s_p * (fin_pop.p_hat - pm), rtol=0,
+                                   atol=1e-14)
+        np.testing.assert_allclose(pop.c_hat[u], (cm + s_c * (fin_pop.c_hat - cm))[u],
+                                   rtol=1e-12)
+        np.testing.assert_array_equal(pop.c_hat[~u], fin_pop.c_hat[~u])
+        assert pop.meta["shrinkage"] == {"success": s_p, "cost": s_c}
+
+
+def test_shrinking_by_slope_keeps_calibrated_predictions_and_by_skill_does_not():
+    """Oracle predictions (the synthetic generator's true p) have reliability slope 1, so
+    shrunk_slope leaves them almost unchanged, while their Brier skill is far below 1."""
+    from pairht.audit.predictions import shrinkage_measures
+
+    pop = synthetic_population(48, 16, rng=0)
+    m = shrinkage_measures(pop)
+    assert abs(m["slope_success"] - 1.0) < 0.1 and m["skill_success"] < 0.5
+    by_slope = with_predictions(pop, "shrunk_slope")
+    by_skill = with_predictions(pop, "shrunk_skill")
+    spread = lambda q: np.std(q.p_hat - q.p_hat.mean(axis=1, keepdims=True))  # noqa: E731
+    assert spread(by_slope) > 0.9 * spread(pop) > spread(by_skill) / 0.5
+
+
+def test_the_cli_lists_the_audits_prediction_modes():
+    from pairht.audit import PREDICTIONS
+    from pairht.cli import Predictions
+
+    assert tuple(m.value for m in Predictions) == PREDICTIONS
+
+
 @pytest.mark.parametrize("cost", [lambda s: 3.0 * s, lambda s: s**3 + 0.1 * s,
                                   lambda s: np.floor(1e6 * s) / 1e6 + s])
 def test_the_budget_scale_solver_hits_the_target(cost):

@@ -145,7 +145,8 @@ def test_command_compares_at_matched_tokens_unless_told_fixed_steps(monkeypatch,
 
 
 def test_bad_task_is_refused_naming_the_choices():
-    with pytest.raises(ValueError, match=r"task must be one of \['chain', 'chain_early', 'toy'\]"):
+    with pytest.raises(ValueError, match=r"task must be one of \['chain', 'chain_early', "
+                                         r"'chain_long', 'toy'\]"):
         demo.run_comparison(task="nope")
 
 
@@ -160,7 +161,9 @@ def test_short_chain_comparison_matches_tokens_and_reports_a_split_that_adds_up(
     res = demo.run_comparison(steps=3, warmup_steps=20, prompts_per_step=4, out_dir=tmp_path,
                               match_tokens=True, plot=False, progress=False,
                               console=Console(file=out, width=200))
-    assert res.settings["task"] == "chain" and res.settings["tau"] == 8
+    # the default task: long chains (docs/experiment.md); prompts_per_step given here
+    assert res.settings["task"] == "chain_long" and res.settings["tau"] == 8
+    assert res.settings["prompts_per_step"] == 4
     for r in res.results.values():
         split = r.time_split
         assert split["total"] > 0

@@ -100,8 +100,10 @@ def test_the_cli_expands_comparators_to_the_comparator_arms(monkeypatch):
 def test_short_run_of_the_comparator_arms_writes_a_ranked_report(tmp_path, monkeypatch):
     monkeypatch.setenv("PAIRHT_CACHE", str(tmp_path / "cache"))
     arms = ["pair", *ex.COMPARATOR_ARMS]
-    res = ex.run_experiment(arms, [0], steps=2, warmup_steps=20, prompts_per_step=4,
-                            out_dir=tmp_path / "out", bootstrap=100, progress=False)
+    # the short chain task: this test is about the comparator arms, not the task
+    res = ex.run_experiment(arms, [0], task="chain", steps=2, warmup_steps=20,
+                            prompts_per_step=4, out_dir=tmp_path / "out", bootstrap=100,
+                            progress=False)
     text = res.report_path.read_text()
     assert "## Ranking at equal generated tokens" in text
     for arm in arms:

@@ -81,3 +81,28 @@ def test_without_shrinkage_pair_follows_the_heads(tmp_path):
     unshrunk = plan_continuations(inputs, allocator="pair", rng=0,
                                   pi_min=trainer.pair_args.pi_min).pi
     np.testing.assert_allclose(draw.pi, unshrunk, rtol=0, atol=1e-6)
+
+
+def test_shrink_by_names_come_from_the_heads_registry(tmp_path):
+    assert make_config(tmp_path).shrink_by == "slope"
+    assert make_config(tmp_path, shrink_by="skill").shrink_by == "skill"
+    with pytest.raises(ValueError, match=r"shrink_by must be one of \('slope', 'skill'\) "
+                                         r"\(from pairht_trl\.heads\.SHRINK_MEASURES\)"):
+        make_config(tmp_path, shrink_by="brier")
+
+
+class _Measured:
+    """A head trainer stand-in whose held-out measures are fixed."""
+
+    def skill(self):
+        return {"skill_success": 0.25, "skill_cost": float("nan"),
+                "slope_success": 1.3, "slope_cost": 0.6}
+
+
+@pytest.mark.parametrize(("by", "want"), [("slope", {"skill_success": 1.0, "skill_cost": 0.6}),
+                                          ("skill", {"skill_success": 0.25, "skill_cost": 0.0})])
+def test_the_step_is_shrunk_by_the_named_measure_clipped_to_the_unit_interval(tmp_path, by,
+                                                                               want):
+    trainer = make_trainer(tmp_path, max_steps=1, shrink_by=by)
+    trainer.head_trainer = _Measured()
+    assert trainer._head_skill() == want

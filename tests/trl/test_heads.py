@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from pairht.calibration import fit_temperature, ipw_brier_loss, ipw_log_cost_loss
+from pairht.heads_fit import reliability_slope
 from pairht_trl.heads import HeadTrainer, PrefixHeads
 
 
@@ -673,3 +674,84 @@ def test_refit_schedule_survives_a_state_dict_round_trip():
     later = [20] * 10
     assert _refits(a, later, np.random.default_rng(16)) == _refits(b, later,
                                                                    np.random.default_rng(16))
+
+
+# ------------------------------------------------------------------ reliability slope
+def _scored_trainer(predict):
+    """A HeadTrainer past its first update (so new labels are scored) predicting ``predict``."""
+    tr = HeadTrainer(4)
+    u = np.zeros((2, 4))
+    tr.add(u, [1.0, 0.0], [10.0, 20.0], [1.0, 1.0], [True, True])
+    tr.update()
+    tr.predict = predict
+    return tr
+
+
+def test_add_records_deviations_from_the_group_mean_prediction_shrinkage_centres_on():
+    """Columns 4-7 of the held-out record: p_hat - p_bar and r - p_bar with p_bar the mean
+    prediction of the label's whole group; c_hat - c_bar and C - c_bar over unfinished
+    labels with c_bar the mean predicted cost of the group's unfinished candidates (a
+    completed candidate of cost 0 is finished): pairht.step.shrink_predictions' centres."""
+    p = np.array([0.2, 0.4, 0.9, 0.5, 0.5, 0.8])
+    c = np.array([10.0, 30.0, 50.0, 7.0, 9.0, 11.0])
+    tr = _scored_trainer(lambda u: (p[: len(u)], c[: len(u)]))
+    before = tr.n_labels
+    r = np.array([1.0, np.nan, 0.0, 1.0, 1.0, np.nan])
+    cost = np.array([12.0, np.nan, 0.0, 5.0, 8.0, np.nan])  # row 2 finished at its prefix
+    mask = np.array([True, False, True, True, True, False])
+    tr.add(np.zeros((6, 4)), r, cost, np.array([0.5, 0.5, 1.0, 0.5, 0.5, 0.5]), mask,
+           group_size=3)
+    h = tr._held_out.numpy()[before:]
+    pbar = np.array([0.5, 0.5, 0.6, 0.6])
+    np.testing.assert_allclose(h[:, 4], [0.2, 0.9, 0.5, 0.5] - pbar, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(h[:, 5], [1.0, 0.0, 1.0, 1.0] - pbar, rtol=0, atol=1e-15)
+    cbar = np.array([20.0, np.nan, 9.0, 9.0])  # group 0: (10 + 30) / 2 unfinished
+    np.testing.assert_allclose(h[:, 6], np.array([10.0, np.nan, 7.0, 9.0]) - cbar,
+                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(h[:, 7], np.array([12.0, np.nan, 5.0, 8.0]) - cbar,
+                               rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="group_size must be a positive int dividing the 6"):
+        tr.add(np.zeros((6, 4)), r, cost, np.full(6, 0.5), mask, group_size=4)
+
+
+def _simulated(transform, seed=0, groups=1500, g=4):
+    """HeadTrainer.skill() for a head predicting ``transform(p_true)``, labels r ~ Bern(p)."""
+    gen = np.random.default_rng(seed)
+    p_true = 1.0 / (1.0 + np.exp(-gen.normal(0.0, 1.2, (groups, g))))
+    r = (gen.random((groups, g)) < p_true).astype(float)
+    pred = transform(p_true).reshape(-1)
+    tr = _scored_trainer(lambda u: (pred[: len(u)], np.full(len(u), 10.0)))
+    tr.replay = 10 ** 6
+    tr.add(np.zeros((groups * g, 4)), r.reshape(-1), np.full(groups * g, 10.0),
+           np.ones(groups * g), np.ones(groups * g, dtype=bool), group_size=g)
+    x = pred.reshape(groups, g) - pred.reshape(groups, g).mean(axis=1, keepdims=True)
+    # standard error of the least-squares slope with Bernoulli noise
+    se = np.sqrt(np.sum(x ** 2 * p_true * (1 - p_true))) / np.sum(x ** 2)
+    return tr.skill(), se
+
+
+def test_reliability_slope_of_a_calibrated_head_is_one_while_its_brier_skill_is_low():
+    """The reason shrink_by defaults to the slope: an oracle head (p_hat = P(r = 1)) has
+    slope 1 (no shrinkage needed) but a Brier skill far below 1, so shrinking by skill would
+    discard most of what it knows."""
+    out, se = _simulated(lambda p: p)
+    assert abs(out["slope_success"] - 1.0) < 5 * se
+    assert out["skill_success"] < 0.4
+
+
+def test_reliability_slope_measures_overconfidence_and_no_information():
+    logit = lambda p: np.log(p / (1 - p))  # noqa: E731
+    over, se = _simulated(lambda p: 1.0 / (1.0 + np.exp(-2.5 * logit(p))), seed=1)
+    assert over["slope_success"] < 1.0 - 5 * se  # overconfident: shrink
+    noise, se = _simulated(lambda p: np.random.default_rng(9).uniform(0.1, 0.9, p.shape),
+                           seed=2)
+    assert abs(noise["slope_success"]) < 5 * se  # uninformative: shrink to the group mean
+
+
+def test_reliability_slope_is_the_least_squares_shrinkage():
+    gen = np.random.default_rng(3)
+    x, y, w = gen.normal(size=50), gen.normal(size=50), gen.uniform(0.5, 2.0, 50)
+    beta = reliability_slope(x, y, w)
+    loss = lambda b: np.sum(w * (b * x - y) ** 2)  # noqa: E731
+    assert loss(beta) <= min(loss(beta - 1e-6), loss(beta + 1e-6))
+    assert np.isnan(reliability_slope(np.zeros(3), y[:3], w[:3]))

@@ -8,7 +8,14 @@ r"""Replace a population's prefix predictions: what the audit measures PAIR agai
   long; only the prompt-level difficulty and length remain;
 * ``"hindsight"``: *hindsight-perfect* predictions, ``p_hat = r`` (the realised reward,
   clipped to [0, 1]), ``c_hat = C`` (the realised suffix tokens) and ``m_hat = ||s_i||``
-  (the realised score norm): the best any prefix predictor could do.
+  (the realised score norm): the best any prefix predictor could do;
+* ``"shrunk_slope"``, ``"shrunk_skill"``: the stored predictions shrunk toward their group
+  mean (:func:`pairht.step.shrink_predictions`) by the factors the trainer would use
+  (``PairGRPOConfig.shrink_by``), measured here on the stored predictions and the realised
+  outcomes (:func:`shrinkage_measures`): the reliability slope of the within-group
+  deviations, or the Brier skill and the R^2 of log cost. For a population whose predictions
+  are out of fold (the real populations are cross-fitted by prompt) these are held-out
+  measures, as in training.
 
 Finished candidates keep their values (the allocations set their ``pi`` to 1 regardless).
 """
@@ -16,14 +23,70 @@ Finished candidates keep their values (the allocations set their ``pi`` to 1 reg
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
 from pairht.audit.base import finished_mask
 from pairht.audit.population import Population
+from pairht.heads_fit import brier_skill, log_cost_r2, reliability_slope
+from pairht.step import StepInputs, shrink_predictions
 
 #: Prediction modes of :func:`with_predictions` (and ``pairht audit --predictions``).
-PREDICTIONS = ("stored", "prompt_mean", "hindsight")
+PREDICTIONS = ("stored", "prompt_mean", "hindsight", "shrunk_slope", "shrunk_skill")
+
+
+def shrinkage_measures(pop: Population) -> dict[str, float]:
+    r"""How much the stored predictions deserve: the measures the trainer shrinks by.
+
+    With ``r`` the rewards clipped to [0, 1], ``p_bar_q`` the mean ``p_hat`` of prompt ``q``
+    (all candidates) and ``c_bar_q`` its mean ``c_hat`` over unfinished candidates
+    (:func:`pairht.step.shrink_predictions`' centres), unit weights:
+
+    * ``skill_success`` = Brier skill against the population's mean reward,
+      ``skill_cost`` = R^2 of log cost against the geometric mean cost (unfinished);
+    * ``slope_success`` = :func:`pairht.heads_fit.reliability_slope` of
+      ``(p_hat - p_bar_q, r - p_bar_q)``, ``slope_cost`` the same of
+      ``(c_hat - c_bar_q, C - c_bar_q)`` over unfinished candidates.
+
+    Examples
+    --------
+    >>> from pairht.audit import synthetic_population
+    >>> m = shrinkage_measures(synthetic_population(48, 16, rng=0))  # oracle predictions
+    >>> round(m["slope_success"], 2), round(m["skill_success"], 2)
+    (1.0, 0.36)
+    """
+    unf = ~finished_mask(pop)
+    r = np.clip(pop.rewards, 0.0, 1.0)
+    p, c = pop.p_hat, pop.c_hat
+    pm = p.mean(axis=1, keepdims=True)
+    n_u = np.maximum(unf.sum(axis=1, keepdims=True), 1)
+    cm = np.where(unf, c, 0.0).sum(axis=1, keepdims=True) / n_u
+    ones = np.ones(int(unf.sum()))
+    out = {
+        "skill_success": brier_skill(p, r, np.full(r.shape, r.mean())),
+        "slope_success": reliability_slope((p - pm).ravel(), (r - pm).ravel(),
+                                           np.ones(r.size)),
+        "skill_cost": math.nan,
+        "slope_cost": math.nan,
+    }
+    if unf.any():
+        geo = float(np.exp(np.log(pop.costs[unf]).mean()))
+        out["skill_cost"] = log_cost_r2(c[unf], pop.costs[unf], np.full(ones.shape, geo))
+        out["slope_cost"] = reliability_slope((c - cm)[unf], (pop.costs - cm)[unf], ones)
+    return out
+
+
+def _shrunk(pop: Population, by: str, meta: dict) -> Population:
+    m = shrinkage_measures(pop)
+    factor = {what: float(np.clip(np.nan_to_num(m[f"{by}_{what}"], nan=0.0), 0.0, 1.0))
+              for what in ("success", "cost")}
+    unf = ~finished_mask(pop)
+    inputs = StepInputs.from_ratio(pop.p_hat, np.where(unf, pop.c_hat, 0.0), ~unf,
+                                   budget_ratio=1.0)
+    used = shrink_predictions(inputs, factor["success"], factor["cost"])
+    return dataclasses.replace(pop, p_hat=used.p_hat, c_hat=np.where(unf, used.c_hat, pop.c_hat),
+                               meta={**meta, "shrinkage": factor})
 
 
 def _prompt_mean(x: np.ndarray, unf: np.ndarray) -> np.ndarray:
@@ -48,6 +111,8 @@ def with_predictions(pop: Population, mode: str) -> Population:
         return pop
     unf = ~finished_mask(pop)
     meta = {**pop.meta, "predictions": mode}
+    if mode.startswith("shrunk_"):
+        return _shrunk(pop, mode.removeprefix("shrunk_"), meta)
     if mode == "prompt_mean":
         m_hat = None if pop.m_hat is None else _prompt_mean(pop.m_hat, unf)
         return dataclasses.replace(pop, p_hat=_prompt_mean(pop.p_hat, unf),

@@ -6,8 +6,10 @@ completions and no prefixes. Which one has the lower gradient MSE depends on the
 where the prefix is a large share of each completion (short answers, a late checkpoint) or the
 heads carry little within-group signal, the prefixes cost more than selection recovers and
 GRPO wins (docs/audit.md, issue 14). A *width choice* runs whichever of its options had the
-lower exact MSE on the groups it has already seen, so it is never worse than the better
-option by more than what history mispredicts, and equal to it when history is clear.
+lower exact MSE on the groups it has already seen, and leaves the safe option (small-group
+GRPO) only when history says so with confidence (:data:`CONFIDENCE`), so it is never worse
+than the better option by more than what history mispredicts, and equal to it when history is
+clear.
 
 In the audit, "history" is **cross-fitting by prompt**: the prompts are split into ``K``
 folds (seeded); the option chosen for the prompts of fold ``k`` is the one with the lower
@@ -34,6 +36,18 @@ import numpy as np
 #: Folds of the cross-fitted choice (fewer when there are fewer prompts).
 N_FOLDS = 4
 
+#: One-sided bootstrap confidence with which an option must beat the first (the preferred,
+#: small-group GRPO in ``pair_width``) on the seen prompts to be chosen. The lowest of
+#: {none, 0.75, 0.9, 0.95} that kept ``pair_width`` at or below the best baseline, interval
+#: included, on every population measured (the plain argmin chose PAIR on folds of the
+#: ``chain_long`` population where it lost, 1.09x [1.03, 1.14]) while keeping every
+#: hindsight gain but one (docs/audit.md, "PAIR deciding its width";
+#: ``python benchmarks/width_rule.py``).
+CONFIDENCE = 0.75
+
+#: Bootstrap resamples of the seen prompts per fold.
+N_BOOT = 400
+
 
 def prompt_folds(n_prompts: int, *, n_folds: int = N_FOLDS, seed: int = 0) -> np.ndarray:
     """Fold index of every prompt: a seeded permutation cut into ``min(n_folds, P)`` parts.
@@ -58,21 +72,32 @@ def prompt_folds(n_prompts: int, *, n_folds: int = N_FOLDS, seed: int = 0) -> np
 
 
 def cross_fitted_choice(mse: Mapping[str, np.ndarray], options: Sequence[str], *,
-                        n_folds: int = N_FOLDS, seed: int = 0
+                        n_folds: int = N_FOLDS, seed: int = 0,
+                        confidence: float | None = CONFIDENCE, n_boot: int = N_BOOT
                         ) -> tuple[np.ndarray, np.ndarray]:
     r"""Choose an option per fold from the other folds' exact MSEs.
 
-    For the prompts of fold ``k`` the chosen option is
-    ``argmin_o mean_{q not in fold k} mse[o][q]`` (ties and a fold with no other prompts go to
-    the first of ``options``).
+    For the prompts of fold ``k`` the candidate is ``o* = argmin_o mean_{q not in fold k}
+    mse[o][q]`` (ties and a fold with no other prompts go to the first of ``options``). With
+    ``confidence`` set, ``o*`` other than the first is chosen only if it beats the first
+    *confidently* on the seen prompts: the ``confidence`` quantile of the ratio
+    ``mean mse[o*] / mean mse[first]`` over ``n_boot`` bootstrap resamples of the seen prompts
+    (seeded by ``seed``) is below 1; otherwise the first. Why: per-prompt MSEs are heavy
+    tailed, so the plain argmin over a few dozen prompts sometimes picks an option that is
+    worse on the rest, and the first option is the safe one (small-group GRPO, which generates
+    no prefixes).
 
     Parameters
     ----------
     mse : mapping of str to ndarray, shape (P,)
         Per-prompt exact MSE of every option.
     options : sequence of str
-        The options, in order of preference on ties.
-    n_folds, seed : folds of :func:`prompt_folds`.
+        The options, in order of preference (the first is kept unless beaten).
+    n_folds, seed : folds of :func:`prompt_folds` (``seed`` also seeds the bootstrap).
+    confidence : float in (0, 1) or None
+        None: the plain argmin. Default :data:`CONFIDENCE`.
+    n_boot : int
+        Bootstrap resamples per fold.
 
     Returns
     -------
@@ -85,10 +110,17 @@ def cross_fitted_choice(mse: Mapping[str, np.ndarray], options: Sequence[str], *
     --------
     >>> import numpy as np
     >>> mse = {"a": np.array([1.0, 1.0, 1.0, 1.0]), "b": np.array([2.0, 0.5, 0.5, 0.5])}
-    >>> choice, chosen = cross_fitted_choice(mse, ["a", "b"], n_folds=4)
+    >>> choice, chosen = cross_fitted_choice(mse, ["a", "b"], n_folds=4, confidence=None)
     >>> [["a", "b"][c] for c in choice], chosen.tolist()
     (['b', 'a', 'a', 'a'], [2.0, 1.0, 1.0, 1.0])
     """
+    if confidence is not None and not (isinstance(confidence, (int, float))
+                                       and not isinstance(confidence, bool)
+                                       and 0.0 < confidence < 1.0):
+        raise ValueError(f"confidence must be a number in (0, 1) or None; got "
+                         f"confidence = {confidence!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
+        raise ValueError(f"n_boot must be an int >= 1; got n_boot = {n_boot!r}")
     opts = list(options)
     if len(opts) < 2 or len(set(opts)) != len(opts):
         raise ValueError(f"options must name at least two distinct options; got {opts!r}")
@@ -103,10 +135,20 @@ def cross_fitted_choice(mse: Mapping[str, np.ndarray], options: Sequence[str], *
     P = table.shape[1]
     folds = prompt_folds(P, n_folds=n_folds, seed=seed)
     choice = np.zeros(P, dtype=np.int64)
+    gen = np.random.default_rng(np.random.SeedSequence([int(seed), 37]))
     for f in np.unique(folds):
-        seen = folds != f
-        if seen.any():
-            # argmin returns the first minimum: ties go to the earlier option.
-            choice[folds == f] = int(np.argmin(table[:, seen].mean(axis=1)))
+        seen = np.flatnonzero(folds != f)
+        if not seen.size:
+            continue
+        # argmin returns the first minimum: ties go to the earlier option.
+        best = int(np.argmin(table[:, seen].mean(axis=1)))
+        if best and confidence is not None:
+            take = seen[gen.integers(seen.size, size=(int(n_boot), seen.size))]
+            base = table[0][take].mean(axis=1)
+            ratio = np.divide(table[best][take].mean(axis=1), base,
+                              out=np.full(base.shape, np.inf), where=base > 0)
+            if not np.quantile(ratio, confidence) < 1.0:
+                best = 0
+        choice[folds == f] = best
     return choice, table[choice, np.arange(P)]
 

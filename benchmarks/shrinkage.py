@@ -1,0 +1,65 @@
+r"""What shrinking the heads' predictions costs: by the reliability slope or by the Brier skill.
+
+The trainer pulls the heads' predictions toward their group mean by a held-out factor
+(``PairGRPOConfig.shrink_by``). This script measures, on the synthetic populations (oracle,
+noisy and miscalibrated heads), the committed SmolLM2 populations and any population file
+given, the two factors (:func:`pairht.audit.predictions.shrinkage_measures`) and the exact
+MSE of PAIR's default over SRSWOR's at equal realised cost, with the stored predictions and
+with the stored predictions shrunk by each factor (``with_predictions(pop, "shrunk_slope")``,
+``"shrunk_skill"``). Prints the markdown table of docs/trl.md::
+
+    python benchmarks/shrinkage.py
+    python benchmarks/demo_population.py --task chain_long --out chain_long.npz
+    python benchmarks/shrinkage.py --population chain_long.npz
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pairht.audit import (
+        AuditConfig,
+        compare_to_baselines,
+        load_population,
+        run_audit,
+        synthetic_population,
+        with_predictions,
+    )
+    from pairht.audit.predictions import shrinkage_measures
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--population", nargs="*", default=[], help="more population files")
+    ap.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5])
+    ap.add_argument("--no-builtin", action="store_true",
+                    help="only the population files given")
+    args = ap.parse_args(argv)
+    pops = {}
+    if not args.no_builtin:
+        pops.update({f"synthetic, {cal} heads": synthetic_population(
+            48, 16, prefix_tokens=8, calibration=cal, rng=0)
+            for cal in ("oracle", "noisy", "miscalibrated")})
+        pops.update({f"SmolLM2 tau={t}": load_population(
+            os.path.join(HERE, "data", f"smollm2_arith_tau{t}.npz")) for t in (8, 32)})
+    pops.update({os.path.basename(p): load_population(p) for p in args.population})
+    for name, pop in pops.items():
+        m = shrinkage_measures(pop)
+        for b in args.budgets:
+            cfg = AuditConfig(budget_ratio=b, seed=0)
+            cells = []
+            for mode in ("stored", "shrunk_slope", "shrunk_skill"):
+                res = run_audit(with_predictions(pop, mode), rows=["srswor", "pair"],
+                                config=cfg, n_draws=0)
+                c = compare_to_baselines(res, "pair", baselines=("srswor",), seed=0)
+                cells.append(f"{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]")
+            print(f"| {name} | {m['slope_success']:.2f} | {m['skill_success']:.2f} | {b} | "
+                  + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
