@@ -291,4 +291,7 @@ LONG_COUNTS: Counts = (10, 20)
 #: The early-slip chain task with long scratchpads (:data:`LONG_COUNTS`): most of a response
 #: lies after a one- or two-line prefix, as in RLVR with long reasoning, and a first-line slip
 #: (probability ``EARLY_SLIPS[0]``) still decides most failures.
-CHAIN_LONG_TASK = make_chain_task("chain_long", counts=LONG_COUNTS, slips=EARLY_SLIPS)
+#: Its held-out set is 64 prompts (x 8 samples): at the success rates RL reaches here (about
+#: 0.9) 256 samples leave a standard error of 0.019, close to the differences the demo reads.
+CHAIN_LONG_TASK = make_chain_task("chain_long", counts=LONG_COUNTS, slips=EARLY_SLIPS,
+                                  eval_prompts=64)

@@ -121,3 +121,63 @@ def test_early_slip_demonstrator_slips_mostly_on_the_first_line():
         text, _ = chain.demonstration(item, np.random.default_rng(seed))
         want = old_demonstrator(item, np.random.default_rng(seed))
         assert [int(w) for w in text.split()[4::5][:item[2]]] == want
+
+
+# ------------------------------------------------------------------ the long chains
+L = chain.CHAIN_LONG_TASK
+
+
+def test_long_task_round_trips_its_texts_and_responses_take_6k_plus_4_tokens():
+    tok = toy.make_tokenizer(L)
+    assert L.words[: len(T.words)] == T.words  # the chain vocabulary, then the line numbers
+    assert L.words[len(T.words):] == tuple(str(i) for i in range(10, chain.LONG_COUNTS[1] + 1))
+    rng = np.random.default_rng(4)
+    for item in L.train_items[::97] + L.eval_items[::7]:
+        for text in (L.prompt(item), L.answer(item), L.demonstration(item, rng)[0]):
+            ids = tok(text)["input_ids"]
+            assert tok.unk_token_id not in ids and tok.decode(ids) == text
+    for k in chain.LONG_COUNTS:
+        ids = tok(L.answer((2, 3, k)))["input_ids"] + [tok.eos_token_id]
+        assert len(ids) == chain.response_length(k) == 6 * k + 4
+    assert L.max_new_tokens == chain.response_length(chain.LONG_COUNTS[1]) + 8
+
+
+def test_long_task_splits_reward_and_demonstrator():
+    lo, hi = chain.LONG_COUNTS
+    assert not set(L.train_items) & set(L.eval_items)
+    assert len(L.train_items) + len([it for s in range(10) for d in range(10)
+                                     for it in [(s, d, k) for k in range(lo, hi + 1)]
+                                     if sum(it) % 5 == 0]) == 100 * (hi - lo + 1)
+    assert len(L.eval_items) == 64 and all(sum(it) % 5 == 0 for it in L.eval_items)
+    assert set(L.sample(300, 0, "train")) <= set(L.train_items)
+    for row in L.dataset(8, rng=1):
+        item = (row["start"], row["step"], row["count"])
+        assert L.reward([row["prompt"]], [row["answer"]]) == [1.0]
+        assert L.reward(["ignored"], [row["answer"]], **{k: [v] for k, v in row.items()
+                                                          if k in ("start", "step", "count")}
+                        ) == [1.0]
+        assert item in L.train_items
+    # The same slip profile as chain_early: success (1 - s1)(1 - s2)^(k - 1).
+    s1, s2 = chain.EARLY_SLIPS
+    rng = np.random.default_rng(5)
+    n, hits, expected = 3000, 0, 0.0
+    for item in L.sample(n, rng, "train"):
+        text, ok = L.demonstration(item, rng)
+        assert L.reward([L.prompt(item)], [text]) == [float(ok)]
+        hits += ok
+        expected += (1 - s1) * (1 - s2) ** (item[2] - 1)
+    mean = expected / n
+    assert abs(hits / n - mean) < 5 * math.sqrt(mean * (1 - mean) / n)
+
+
+def test_long_task_refuses_counts_outside_its_range_naming_it():
+    with pytest.raises(ValueError, match=r"count in 10\.\.20"):
+        L.prompt((1, 2, 9))
+    with pytest.raises(ValueError, match=r"count in 10\.\.20"):
+        L.reward([L.prompt((1, 2, 12)).replace("12", "21")], ["answer 1"])
+    with pytest.raises(ValueError, match=r"count in 4\.\.9"):  # the short task keeps its range
+        T.reward([L.prompt((1, 2, 12))], ["answer 1"])
+    with pytest.raises(ValueError, match="counts must be"):
+        chain.make_chain_task("x", counts=(5, 4))
+    with pytest.raises(ValueError, match="slips must be"):
+        chain.make_chain_task("x", slips=(1.0, 0.1))

@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("trl")
 
 from pairht_demo import experiment as ex
+from pairht_demo.tasks import DEFAULT_TASK, TASKS
 
 
 def test_auc_is_the_mean_of_the_piecewise_linear_curve():
@@ -69,7 +70,7 @@ def test_short_run_writes_the_report_and_matches_small_group_tokens(tmp_path, mo
     assert by["grpo_small"].group_size == expected_g
     for r in res.runs:
         assert len(r.result.wall) == len(r.result.curve)
-        assert len(r.final_by_item) == 32
+        assert len(r.final_by_item) == len(TASKS[DEFAULT_TASK].eval_items)
     assert s.generated_tokens > 0
     data = json.loads((res.report_path.parent / "runs.json").read_text())
     assert {row["arm"] for row in data["summary"]} == {"grpo", "grpo_small", "pair",
