@@ -81,6 +81,9 @@ class MethodResult:
     #: PAIR: the heads' prequential held-out success skill logged at each step
     #: (``pair/head_skill_success``; nan before any label was scored)
     head_skill: list[float] = field(default_factory=list)
+    #: PAIR: the heads' prequential reliability slope at each step (``pair/head_slope_success``,
+    #: what the step shrinks the success predictions by, before clipping to [0, 1])
+    head_slope: list[float] = field(default_factory=list)
 
     @property
     def suffix_fraction(self) -> float:
@@ -426,9 +429,10 @@ def _run_pair(
     record.cpu_seconds = time.process_time() - c0 - cb.eval_cpu
     record.prefix_tokens, record.suffix_tokens = meter.poll()
     record.time_split = trainer.step_timer.mean()
-    skills = [row["pair/head_skill_success"] for row in trainer.state.log_history
-              if "pair/head_skill_success" in row]
-    record.head_skill = [math.nan if v is None else float(v) for v in skills]
+    for key, attr in (("pair/head_skill_success", "head_skill"),
+                      ("pair/head_slope_success", "head_slope")):
+        values = [row[key] for row in trainer.state.log_history if key in row]
+        setattr(record, attr, [math.nan if v is None else float(v) for v in values])
     record.full_suffix_ht = meter.full_suffix_ht
     record.initial_reward = record.curve[0][2]
     record.final_reward = record.curve[-1][2]
@@ -791,19 +795,23 @@ def _plot(result: ComparisonResult, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4), dpi=120)
+    fig, (ax, cx, bx) = plt.subplots(1, 3, figsize=(15, 4), dpi=120)
     for name, r in result.results.items():
         steps = [c[0] for c in r.curve]
         xs = [c[1] for c in r.curve]
         ys = [c[2] for c in r.curve]
         ax.plot(xs, ys, marker="o", label=name.upper())
         bx.plot(steps, ys, marker="o", label=name.upper())
+        if len(r.wall) == len(ys):
+            cx.plot(r.wall, ys, marker="o", label=name.upper())
     ax.set_xlabel("generated tokens (prefix + suffix)")
     ax.set_ylabel("held-out reward (sampled, T=1)")
     ax.set_title("Reward vs generated tokens")
+    cx.set_xlabel("training wall-clock, s (evaluation excluded)")
+    cx.set_title("Reward vs wall-clock")
     bx.set_xlabel("optimizer step")
     bx.set_title("Reward vs step")
-    for a in (ax, bx):
+    for a in (ax, cx, bx):
         a.grid(alpha=0.3)
         a.legend()
     fig.suptitle(f"PAIR vs GRPO, {result.settings['task']} task (same warm start, same prompts)")

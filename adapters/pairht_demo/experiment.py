@@ -122,7 +122,10 @@ ARMS: dict[str, Arm] = {
 COMPARATOR_ARMS = tuple(name for name, arm in ARMS.items()
                         if arm.options.get("allocator") in COMPARATORS)
 
-DEFAULT_ARMS = ("grpo", "grpo_small", "pair", "pair_fixed")
+#: What ``pairht experiment`` runs without ``--arms``: full and small-group GRPO, PAIR, and the
+#: two prefix baselines a user would try (uniform among unfinished, PAIR's design unweighted).
+#: ``pair_fixed`` is left out: with the fixed-size default it is the same run as ``pair``.
+DEFAULT_ARMS = ("grpo", "grpo_small", "pair", "uniform", "adaptive_unweighted")
 
 
 @dataclass

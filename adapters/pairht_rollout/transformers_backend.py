@@ -326,8 +326,11 @@ class TransformersTwoPhase:
     def generate_full(self, model, prompt_ids: Sequence[Sequence[int]]) -> list[list[int]]:
         """One uninterrupted generation per prompt (the reference two-phase must reproduce).
 
-        Returns the completion ids per row, trimmed after the first EOS (EOS kept).
+        Returns the completion ids per row, trimmed after the first EOS (EOS kept); no prompts,
+        no completions (the trainer's ``width="whole"`` asks for the rows this process drew).
         """
+        if not len(prompt_ids):
+            return []
         prompts = check_prompts(prompt_ids)
         ids, mask = left_pad(prompts, self.pad_token_id, model.device)
         out = model.generate(

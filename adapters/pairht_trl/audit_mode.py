@@ -196,6 +196,14 @@ class AuditCallback(TrainerCallback):
         over GRPO's at the same generated tokens; above 1 the prefixes do not pay) and
         ``pair/width_grpo_group_size`` (the ``G'`` to use instead), and keep it in
         ``advice`` as ``(step, WidthAdvice)``. Default True.
+    switch_width : bool
+        Act on the advice (needs ``advise``): from the next generation batch on, train with
+        ``width="whole"`` and ``whole_group_size = G'`` (small-group GRPO inside the trainer,
+        no prefixes) when the verdict is small-group GRPO, and with ``width="prefixes"`` (PAIR)
+        when it is PAIR (:meth:`pairht_trl.PairGRPOTrainer.set_width`; the main process
+        decides, every process follows). A population with no reward contrast changes
+        nothing. Default False: the callback only reports. ``G'`` is clipped to
+        ``[2, num_generations]``.
 
     Pass it in ``callbacks=[...]`` of :class:`~pairht_trl.PairGRPOTrainer`, which binds itself.
     """
@@ -208,6 +216,7 @@ class AuditCallback(TrainerCallback):
         block: str | None = None,
         dataset: Sequence[dict[str, Any]] | None = None,
         advise: bool = True,
+        switch_width: bool = False,
     ) -> None:
         self.steps = sorted({int(s) for s in steps})
         if any(s < 0 for s in self.steps):
@@ -219,6 +228,11 @@ class AuditCallback(TrainerCallback):
         self.block = block
         self.dataset = dataset
         self.advise = bool(advise)
+        if switch_width and not advise:
+            raise ValueError("switch_width=True acts on the audit's advice; it needs advise=True")
+        self.switch_width = bool(switch_width)
+        # the main process's decision from its latest audit, (width, whole_group_size) or None
+        self._decision: tuple[str, float | None] | None = None
         self.trainer: Any = None
         self.written: list[str] = []
         self.advice: list[tuple[int, Any]] = []
@@ -249,15 +263,35 @@ class AuditCallback(TrainerCallback):
         args = self.trainer.args
         adv = width_advice(population, args.budget_ratio, pi_min=args.pi_min, seed=step)
         self.advice.append((step, adv))
+        if adv.choice == "grpo_small":
+            g = self.trainer.pair_args.num_generations
+            self._decision = ("whole", float(min(max(adv.group_size, 2.0), g)))
+        elif adv.choice == "pair":
+            self._decision = ("prefixes", None)
         m = self.trainer._metrics["train"]
         m["pair/width_mse_ratio"].append(adv.ratio)
         m["pair/width_grpo_group_size"].append(adv.group_size)
         _log.info("audit at step %d: %s", step, adv.line())
 
+    def _switch(self) -> None:
+        """Every process takes the main process's width decision (``switch_width``)."""
+        from pairht_trl.distributed import broadcast_from_main
+
+        decision = broadcast_from_main(self.trainer.accelerator, self._decision)
+        self._decision = None
+        if decision is not None:
+            self.trainer.set_width(*decision)
+            _log.info("audit: training on with width=%r, whole_group_size=%r",
+                      *decision)
+
     def on_train_begin(self, args, state, control, **kwargs):
         if 0 in self.steps and state.global_step == 0:
             self._audit(0)
+            if self.switch_width:
+                self._switch()
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step in self.steps:
             self._audit(state.global_step)
+            if self.switch_width:
+                self._switch()

@@ -106,6 +106,42 @@ FIXED_SIZE_DESIGNS = fixed_size_designs()
 EDGE_PROXIES = edge_proxies()
 WEIGHTINGS = weightings()
 
+#: Generation widths of the trainer (``PairGRPOConfig.width``; the first is the default):
+#: ``"prefixes"`` gives every candidate a prefix and continues a subset (PAIR);
+#: ``"whole"`` generates a uniform subset of ``whole_group_size`` candidates to the end and no
+#: prefixes (small-group GRPO inside the trainer, for where the prefixes do not pay).
+WIDTHS = ("prefixes", "whole")
+
+
+def check_width(width: Any, whole_group_size: Any, num_generations: int,
+                allocator: str) -> tuple[str, float | None]:
+    """The one check of a generation width (config construction and
+    :meth:`pairht_trl.PairGRPOTrainer.set_width`); returns ``(width, whole_group_size)``."""
+    width = _one_of(lambda: WIDTHS, "pairht_trl.config.WIDTHS")("width", width)
+    size = None if whole_group_size is None else _real(0.0, math.inf, closed_hi=False)(
+        "whole_group_size", whole_group_size)
+    if size is not None and not 2.0 <= size <= num_generations:
+        raise ValueError(
+            f"whole_group_size must lie in [2, num_generations={num_generations}] (a pair needs "
+            f"two completions; a non-integer size mixes its two neighbours); got "
+            f"whole_group_size={whole_group_size!r}"
+        )
+    if width == "whole":
+        if size is None:
+            raise ValueError(
+                "width='whole' generates whole_group_size of the num_generations candidates to "
+                "the end; set whole_group_size (e.g. the G' that pairht.audit.width_advice "
+                "reports)"
+            )
+        if allocator != "pair":
+            raise ValueError(
+                f"allocator must stay 'pair' with width='whole': that width runs small-group "
+                f"GRPO (a uniform subset, no allocation) and the allocator applies to "
+                f"width='prefixes' only; got allocator={allocator!r}"
+            )
+    return width, size
+
+
 #: Paper defaults of the prefix checkpoint and snap window, used when the response is long
 #: enough (``max_completion_length >= 1024`` and ``>= 256``); shorter responses scale them
 #: down (``tau = L // 4``, ``snap_window = L // 8``) so that ``tau + snap_window < L`` holds.
@@ -366,6 +402,19 @@ class PairGRPOConfig(GRPOConfig):
         held out (``shrink_by``, clipped to [0, 1]; 0 until labels exist): uninformative heads
         then reduce PAIR to the uniform design among unfinished candidates
         (``pairht.step.shrink_predictions``). Default True.
+    width : {"prefixes", "whole"}
+        How a group is generated (:data:`WIDTHS`). ``"prefixes"`` (default): PAIR, a prefix for
+        every candidate, then the allocation continues a subset. ``"whole"``: small-group GRPO
+        inside the trainer, no prefix phase: a uniform subset of ``whole_group_size`` of the
+        ``num_generations`` candidates (sizes ``floor`` and ``ceil`` mixed for a non-integer
+        size, pairht.step's ``"srswor"`` rule) is generated to the end and the rest not at all;
+        the pair-HT estimator on that design is the pair average over the completed ones (exact
+        mode stays exact), and the heads get no labels. For where the prefixes do not pay:
+        :class:`pairht_trl.audit_mode.AuditCallback` (``switch_width=True``) switches between
+        the two from its exact audit of the live policy (docs/trl.md, "Audit mode").
+        ``allocator`` must stay ``"pair"`` with ``"whole"``.
+    whole_group_size : float, optional
+        ``G'`` for ``width="whole"``, in ``[2, num_generations]`` (required there).
     shrink_by : {"slope", "skill"}
         The factor (:data:`pairht_trl.heads.SHRINK_MEASURES`). ``"slope"`` (default): the
         prequential reliability slope of the within-group deviations,
@@ -463,6 +512,16 @@ class PairGRPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "Drop unselected rows from the update batch (loss unchanged); None: "
                           "True when exact (steps_per_generation == 1), else False."},
+    )
+    width: str = field(
+        default="prefixes",
+        metadata={"help": "'prefixes' (PAIR) or 'whole' (small-group GRPO: whole_group_size "
+                          "whole completions, no prefixes)."},
+    )
+    whole_group_size: float | None = field(
+        default=None,
+        metadata={"help": "Whole completions per group in width='whole' (G'; a non-integer "
+                          "mixes its neighbours)."},
     )
 
     def __post_init__(self) -> None:
@@ -586,6 +645,8 @@ class PairGRPOConfig(GRPOConfig):
         # design_size=None with a fixed-size design is size "auto": per group, the two sizes
         # neighbouring budget_ratio x (unfinished candidates), mixed; a group that affords no
         # size of two is drawn Bernoulli (pairht.step), so every budget is valid.
+        self.width, self.whole_group_size = check_width(self.width, self.whole_group_size, g,
+                                                        self.allocator)
         if self.anchor_pair and fixed:
             raise ValueError(
                 f"anchor_pair=True is defined for the Bernoulli base design only; a fixed-size "

@@ -490,6 +490,8 @@ class PairGRPOTrainer(GRPOTrainer):
             # (docs/performance.md). A no-op without mixed precision.
             self.accelerator.autocast(),
         ):
+            if args.width == "whole":
+                return self._generate_whole(unwrapped, prompt_ids)
             with self._phase("prefix"):
                 prefix = self.generation_backend.generate_prefixes(unwrapped, prompt_ids)
             # The backend times its feature forward inside phase 1: file it as features.
@@ -519,6 +521,78 @@ class PairGRPOTrainer(GRPOTrainer):
         )
         self.last_draw = draw
         return completion_ids, None
+
+    def _generate_whole(self, unwrapped: Any, prompt_ids: Any) -> tuple[list[list[int]], None]:
+        """``width="whole"``: small-group GRPO inside the trainer, no prefix phase.
+
+        A uniform subset of ``whole_group_size`` of each group's ``G`` candidates (sizes
+        ``floor`` and ``ceil`` mixed: pairht.step's ``"srswor"`` rule on equal predictions,
+        drawn with the design generator and logged before any reward) is generated to the end
+        (``backend.generate_full``); every other row is not generated and carries one EOS token
+        as its (masked, dropped) completion. The draw's ``pi`` and ``rho`` are the design's
+        exact ones, so the pair-HT advantages are unbiased for the full-group pair target (the
+        pair average over the completed candidates when the size is an integer).
+        """
+        from pairht.step import StepInputs, plan_continuations
+
+        args, acc = self.pair_args, self.accelerator
+        g = args.num_generations
+        # GRPOConfig resolves num_generations; check_width requires the size for "whole"
+        assert g is not None and args.whole_group_size is not None
+        n_local = len(prompt_ids)
+        shape = (-1, g)
+        total = gather_rows(acc, np.zeros((n_local, 1))).shape[0]
+        b = total // g
+        # Equal predictions, no finished prefix and unit costs: "srswor" at ratio G'/G draws a
+        # uniform subset of G' rows per group.
+        inputs = StepInputs.from_ratio(np.full((b, g), 0.5), np.ones((b, g)),
+                                       np.zeros((b, g), dtype=bool),
+                                       budget_ratio=args.whole_group_size / g)
+        with self._phase("allocation"):
+            plan = plan_continuations(inputs, allocator="srswor", rng=self.design_rng,
+                                      pi_min=min(args.pi_min, args.whole_group_size / g))
+        pi, mask, joint = broadcast_from_main(acc, (plan.pi, plan.selected, plan.joint))
+        draw = DesignDraw(
+            p_hat=inputs.p_hat, c_hat=np.zeros((b, g)), budget=inputs.budget, pi=pi,
+            pi_alloc=pi, mask=mask, joint=joint, prefix_len=np.zeros((b, g), dtype=np.int64),
+            prefix_done=np.zeros((b, g), dtype=bool), kkt_residual=np.zeros(b),
+            converged=np.ones(b, dtype=bool), fallback_used=np.zeros(b, dtype=bool),
+            rows=local_slice(acc, n_local), unspent_budget=np.zeros(b),
+            plan_metrics=dict(plan.metrics),
+        )
+        self.draw_history.append(
+            {"step": int(self.state.global_step) + 1, "pi": pi.copy(), "mask": mask.copy()}
+        )
+        selected = np.flatnonzero(mask.reshape(-1)[draw.rows]).tolist()
+        # Called even with nothing selected here: a backend whose generation is a collective
+        # across processes (vLLM server mode) needs every process to join.
+        with self._phase("generation"):
+            whole = self.generation_backend.generate_full(
+                unwrapped, [list(prompt_ids[i]) for i in selected])
+        eos = int(next(iter(self.eos_token_ids)))
+        completion_ids: list[list[int]] = [[eos] for _ in range(n_local)]
+        lengths = np.zeros(n_local, dtype=np.int64)
+        for row, ids in zip(selected, whole):
+            completion_ids[row] = list(ids)
+            lengths[row] = len(ids)
+        draw.suffix_len = gather_rows(acc, lengths).reshape(shape)
+        self._metrics["train"]["pair/whole_group_size"].append(float(args.whole_group_size))
+        self.last_draw = draw
+        return completion_ids, None
+
+    def set_width(self, width: str, whole_group_size: float | None = None) -> None:
+        """Switch the generation width from the next generation batch on (``"prefixes"``:
+        PAIR; ``"whole"``: ``whole_group_size`` whole completions per group, small-group
+        GRPO), checked by the config's rule (:func:`pairht_trl.config.check_width`). Every
+        batch's design is drawn and logged before its rewards, so switching between batches
+        keeps each batch's estimator exact. :class:`~pairht_trl.audit_mode.AuditCallback`
+        (``switch_width=True``) calls it from its audits."""
+        from pairht_trl.config import check_width
+
+        a = self.pair_args
+        size = a.whole_group_size if whole_group_size is None else whole_group_size
+        assert a.num_generations is not None  # resolved by GRPOConfig
+        a.width, a.whole_group_size = check_width(width, size, a.num_generations, a.allocator)
 
     def head_inputs(self, prefix: Any) -> torch.Tensor:
         """What the heads read for a :class:`~pairht_rollout.PrefixResult`: the hidden-state
@@ -684,8 +758,9 @@ class PairGRPOTrainer(GRPOTrainer):
         # completed rows (standardisation is over every observed reward, pruned or not)
         mask_t = torch.as_tensor(draw.mask, device=device)
         adv = pair_advantages_torch(rewards, weights, dtype=dtype)
-        # the heads learn from every completed row, before any pruning
-        self._pending_labels = self._labels(draw)
+        # the heads learn from every completed row with prefix features (none in width
+        # "whole"), before any pruning
+        self._pending_labels = self._labels(draw) if draw.features is not None else None
         if args.allocator == "dppo":
             weights = self._prune_dppo(draw, adv)
             adv = pair_advantages_torch(rewards, weights, dtype=dtype)

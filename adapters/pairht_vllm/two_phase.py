@@ -460,11 +460,14 @@ class VLLMTwoPhase:
         """One uninterrupted generation per prompt (``max_tokens = max_completion_length``).
 
         ``model`` is unused (kept for the backend interface). Returns completion ids per row,
-        trimmed after the first EOS (EOS kept).
+        trimmed after the first EOS (EOS kept). No prompts, no completions; in server mode the
+        call still joins the engine's collective (with no requests), as every process must.
         """
-        prompts = check_prompts(prompt_ids)
+        prompts = check_prompts(prompt_ids) if len(prompt_ids) else []
         seeds = self._seeds(len(prompts))
         reqs = [(p, self.max_completion_length, s) for p, s in zip(prompts, seeds)]
+        if not reqs and self.mode != "server":
+            return []
         return [self._trim(o) for o in self.engine.generate(reqs)[0]]
 
     # ------------------------------------------------------------------ phase 1

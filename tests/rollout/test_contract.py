@@ -180,6 +180,9 @@ def test_empty_prompts_are_refused(make_backend, hf_model):
     backend = make_backend()
     with pytest.raises(ValueError, match="at least one prompt"):
         backend.generate_prefixes(hf_model, [])
+    # generate_full of no prompts is no completions (the trainer's width="whole" asks each
+    # process for the rows it drew, possibly none)
+    assert backend.generate_full(hf_model, []) == []
     with pytest.raises(ValueError, match=r"prompt_ids\[1\] is empty"):
         backend.generate_prefixes(hf_model, [[5], []])
 

@@ -17,6 +17,7 @@ from pairht.audit.base import AuditConfig, finished_mask, suffix_costs
 from pairht.audit.population import Population
 from pairht.audit.runner import run_audit
 from pairht.audit.summary import compare_to_baselines
+from pairht.audit.width import CONFIDENCE, N_BOOT, confidently_lower
 from pairht.estimators import pair_gradient
 
 
@@ -28,8 +29,10 @@ class WidthAdvice:
     ----------
     choice : str
         ``"pair"`` (generate every prefix, continue a subset) or ``"grpo_small"`` (``G'``
-        whole completions): the option with the lower mean exact MSE on the population;
-        ``"none"`` when every prompt's rewards tie (both MSEs 0, ``ratio`` NaN).
+        whole completions): ``"pair"`` only when its exact MSE is below GRPO's with the
+        confidence ``pair_width`` asks of history (the :data:`pairht.audit.width.CONFIDENCE`
+        quantile of the bootstrap ratio over prompts below 1); ``"none"`` when every prompt's
+        rewards tie (both MSEs 0, ``ratio`` NaN).
     ratio : float
         ``mean_q MSE_pair / mean_q MSE_grpo_small`` (< 1: the prefixes pay).
     low, high : float
@@ -65,7 +68,8 @@ def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: f
 
     Runs the audit's ``pair`` (PAIR's default) and ``grpo_small`` rows (``G'`` whole
     completions at PAIR's total generated tokens) at ``budget_ratio`` with exact metrics only,
-    and reports their exact MSE ratio with a bootstrap interval over prompts. A population from
+    and reports their exact MSE ratio with a bootstrap interval over prompts; the verdict
+    follows ``pair_width``'s rule (PAIR only when confidently better). A population from
     the live policy (the TRL adapter's ``AuditCallback``) is the history a width choice reads.
 
     Examples
@@ -80,8 +84,11 @@ def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: f
     cmp = compare_to_baselines(res, "pair", baselines=("grpo_small",), seed=seed)
     grpo = res.row("grpo_small")
     # A population without reward contrast has MSE 0 for both options (ratio NaN): no verdict.
-    choice = "none" if not np.isfinite(cmp.ratio) else "pair" if cmp.ratio < 1.0 \
-        else "grpo_small"
+    # PAIR only when it is confidently better, as pair_width decides (pairht.audit.width).
+    mse = {k: res.row(k).per_prompt["mse_exact"] for k in ("pair", "grpo_small")}
+    sure = confidently_lower(mse["pair"], mse["grpo_small"], CONFIDENCE, N_BOOT,
+                             np.random.default_rng(np.random.SeedSequence([int(seed), 37])))
+    choice = "none" if not np.isfinite(cmp.ratio) else "pair" if sure else "grpo_small"
     return WidthAdvice(choice=choice, ratio=cmp.ratio,
                        low=cmp.low, high=cmp.high,
                        group_size=float(grpo.metrics["budget_scale"]) * population.group_size,

@@ -71,6 +71,30 @@ def prompt_folds(n_prompts: int, *, n_folds: int = N_FOLDS, seed: int = 0) -> np
     return folds
 
 
+def confidently_lower(x: np.ndarray, ref: np.ndarray, confidence: float, n_boot: int,
+                      rng: np.random.Generator) -> bool:
+    """Whether ``mean x / mean ref`` is below 1 with one-sided bootstrap confidence.
+
+    ``x``, ``ref``: per-prompt values of the same prompts. True when the ``confidence``
+    quantile of the ratio over ``n_boot`` resamples of the prompts (drawn from ``rng``) is
+    below 1 (a resample whose ``ref`` mean is 0 counts as ratio infinity).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> gen = np.random.default_rng(0)
+    >>> confidently_lower(np.full(20, 0.5), np.ones(20), 0.75, 100, gen)
+    True
+    >>> confidently_lower(np.array([0.1, 0.1, 0.1, 9.0]), np.ones(4), 0.75, 100, gen)
+    False
+    """
+    take = rng.integers(x.size, size=(int(n_boot), x.size))
+    base = ref[take].mean(axis=1)
+    ratio = np.divide(x[take].mean(axis=1), base, out=np.full(base.shape, np.inf),
+                      where=base > 0)
+    return bool(np.quantile(ratio, confidence) < 1.0)
+
+
 def cross_fitted_choice(mse: Mapping[str, np.ndarray], options: Sequence[str], *,
                         n_folds: int = N_FOLDS, seed: int = 0,
                         confidence: float | None = CONFIDENCE, n_boot: int = N_BOOT
@@ -142,13 +166,9 @@ def cross_fitted_choice(mse: Mapping[str, np.ndarray], options: Sequence[str], *
             continue
         # argmin returns the first minimum: ties go to the earlier option.
         best = int(np.argmin(table[:, seen].mean(axis=1)))
-        if best and confidence is not None:
-            take = seen[gen.integers(seen.size, size=(int(n_boot), seen.size))]
-            base = table[0][take].mean(axis=1)
-            ratio = np.divide(table[best][take].mean(axis=1), base,
-                              out=np.full(base.shape, np.inf), where=base > 0)
-            if not np.quantile(ratio, confidence) < 1.0:
-                best = 0
+        if best and confidence is not None and not confidently_lower(
+                table[best][seen], table[0][seen], confidence, n_boot, gen):
+            best = 0
         choice[folds == f] = best
     return choice, table[choice, np.arange(P)]
 
