@@ -3,7 +3,8 @@ r"""What shrinking the heads' predictions costs: by the reliability slope or by 
 The trainer pulls the heads' predictions toward their group mean by a held-out factor
 (``PairGRPOConfig.shrink_by``). This script measures, on the synthetic populations (oracle,
 noisy and miscalibrated heads), the committed SmolLM2 populations and any population file
-given, the two factors (:func:`pairht.audit.predictions.shrinkage_measures`) and the exact
+given, the two factors for success and for cost
+(:func:`pairht.audit.predictions.shrinkage_measures`) and the exact
 MSE of PAIR's default over SRSWOR's at equal realised cost, with the stored predictions and
 with the stored predictions shrunk by each factor (``with_predictions(pop, "shrunk_slope")``,
 ``"shrunk_skill"``). Prints the markdown table of docs/trl.md::
@@ -56,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
                                 config=cfg, n_draws=0)
                 c = compare_to_baselines(res, "pair", baselines=("srswor",), seed=0)
                 cells.append(f"{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]")
-            print(f"| {name} | {m['slope_success']:.2f} | {m['skill_success']:.2f} | {b} | "
-                  + " | ".join(cells) + " |", flush=True)
+            factors = " | ".join(f"{m[f'{by}_{what}']:.2f}" for what in ("success", "cost")
+                                 for by in ("slope", "skill"))
+            print(f"| {name} | {factors} | {b} | " + " | ".join(cells) + " |", flush=True)
     return 0
 
 

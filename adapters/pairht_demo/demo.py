@@ -761,8 +761,8 @@ def _explain(g: dict[str, float], p: dict[str, float], token_ratio: float) -> st
     gen_ratio = gen_p / gen_g if gen_g > 0 else math.nan
     upd_ratio = p["update"] / g["update"] if g["update"] > 0 else math.nan
     why_gen = (
-        "a decode step of a tiny model is mostly fixed overhead (half the rows cost about "
-        "0.9x at 64 rows and 0.7x at 128 on this CPU: python benchmarks/bench_decode_rows.py), "
+        "a decode step of a tiny model is mostly fixed overhead (half the rows cost 0.75-0.9x "
+        "at 64 rows and about 0.73x at 128 on this CPU: python benchmarks/bench_decode_rows.py), "
         "and PAIR decodes the prefix steps and then up to the longest selected suffix, so its "
         "generation time fell less than its tokens"
         if gen_ratio > token_ratio + 0.05 else "its generation time fell with its tokens"

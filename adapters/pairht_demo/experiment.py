@@ -515,13 +515,25 @@ def _plot(runs: Sequence[ArmRun], arms: Sequence[str], out: Path) -> list[Path]:
 
     paths = []
     for xname, xkey in (("generated tokens", "tokens"), ("training seconds", "wall")):
-        fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+        fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
         for i, a in enumerate(arms):
             color = f"C{i}"
-            for j, r in enumerate(x for x in runs if x.arm == a):
+            curves = []
+            for r in (x for x in runs if x.arm == a):
                 xs = [c[1] for c in r.result.curve] if xkey == "tokens" else r.result.wall
-                ax.plot(xs, [c[2] for c in r.result.curve], color=color, alpha=0.8,
-                        marker="o", ms=3, label=a if j == 0 else None)
+                curves.append((np.asarray(xs, float), np.array([c[2] for c in r.result.curve])))
+            if not curves:
+                continue
+            # Mean over seeds on a common grid up to where every seed's curve reaches (each
+            # curve interpolated between its evaluations), and the seeds' range as a band.
+            grid = np.linspace(0.0, min(float(x[-1]) for x, _ in curves), 60)
+            ys = np.stack([np.interp(grid, x, y) for x, y in curves])
+            ax.plot(grid, ys.mean(axis=0), color=color, lw=2, label=a)
+            if len(curves) > 1:
+                ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), color=color, alpha=0.12,
+                                lw=0)
+        n_seeds = len({r.seed for r in runs})
+        ax.set_title(f"mean over {n_seeds} seed(s); bands: the seeds' range", fontsize=9)
         ax.set_xlabel(xname)
         ax.set_ylabel("held-out accuracy (sampled, T=1)")
         ax.grid(alpha=0.3)

@@ -33,9 +33,9 @@ TASK_DEFAULTS: dict[str, dict[str, int | float]] = {
     "chain_early": _CHAIN_DEFAULTS,  # the same task with another demonstrator
     # Responses of 64-124 tokens: a longer warm-up to learn them (1,500 steps reach 0.74
     # held-out success, the demonstrator's rate; 600 left the policy at 0.18) and positions for
-    # 132 + the prompt. 16 prompts x G = 8 = 128 rows a step: on this CPU a decode step of the
-    # tiny policy costs 4.5 ms at 64 rows and 6.7 ms at 128, so from there on the rows PAIR
-    # does not continue save time, not only tokens (docs/experiment.md, "Cost of a PAIR step").
+    # 132 + the prompt. 16 prompts x G = 8 = 128 rows a step: on this CPU half of 128 rows
+    # decodes in about 0.73x the time, half of 64 in 0.75-0.9x (benchmarks/bench_decode_rows.py),
+    # so the rows PAIR does not continue save time, not only tokens (docs/experiment.md).
     "chain_long": {**_CHAIN_DEFAULTS, "warmup_steps": 1500, "prompts_per_step": 16,
                    "max_positions": 160},
     "toy": dict(tau=6, learning_rate=3e-4, warmup_steps=400, steps=60, prompts_per_step=8,
