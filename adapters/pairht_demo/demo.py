@@ -727,7 +727,7 @@ def _comparison_lines(result: ComparisonResult) -> list[str]:
             f"{step}: {tokens:,} tokens ({tokens / g.generated_tokens:.2f}x GRPO's) and "
             f"{seconds:.1f} s ({seconds / g.seconds:.2f}x GRPO's)."
         )
-    if s.get("task") in ("chain", "chain_early"):  # the tasks demo_population.py audits
+    if s.get("task"):  # benchmarks/demo_population.py audits every registered task
         lines.append(
             "Do the prefixes pay on this task at all? The exact audit of its own population "
             f"answers that with intervals: python benchmarks/demo_population.py --task "
