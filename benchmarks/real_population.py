@@ -66,12 +66,17 @@ _TEMPLATES = (
     ("plus", "What is {a} plus {b}?"),
 )
 _SUFFIX = " Give the final answer as a number."
+#: Prompt endings by ``--style``: "short" (the committed populations: the model answers in
+#: about 18 tokens, median) or "steps" (it reasons first: about 80 tokens, median, at reward
+#: about 0.2 in a 4-prompt probe), for populations whose responses are long next to the prefix.
+STYLES = {"short": _SUFFIX,
+          "steps": " Think step by step, then give the final answer as a number."}
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 
-def make_prompts(n: int, seed: int) -> list[dict[str, Any]]:
+def make_prompts(n: int, seed: int, style: str = "short") -> list[dict[str, Any]]:
     """``n`` seeded word problems, cycling through the templates: ``{"question", "answer",
-    "kind"}``."""
+    "kind"}``; ``style`` picks the prompt's ending (:data:`STYLES`)."""
     rng = np.random.default_rng(seed)
     out = []
     for k in range(n):
@@ -88,7 +93,8 @@ def make_prompts(n: int, seed: int) -> list[dict[str, Any]]:
         else:
             a, b = (int(x) for x in rng.integers(1, 21, 2))
             ans = a + b
-        out.append({"question": text.format(a=a, b=b) + _SUFFIX, "answer": ans, "kind": kind})
+        out.append({"question": text.format(a=a, b=b) + STYLES[style], "answer": ans,
+                    "kind": kind})
     return out
 
 
@@ -284,7 +290,7 @@ def build_raw(config: dict[str, Any], *, shard_dir: str | None = None, threads: 
 
     eos_id = int(tok.convert_tokens_to_ids("<|im_end|>"))
     snap_ids = snap_token_ids_from_tokenizer(tok) if config["snap_window"] > 0 else []
-    prompts = make_prompts(config["n_prompts"], config["seed"])
+    prompts = make_prompts(config["n_prompts"], config["seed"], config.get("style", "short"))
     G, taus = config["G"], config["taus"]
     rewards, lengths, scores, texts = [], [], [], []
     per_tau: dict[int, dict[str, list]] = {t: {"L": [], "finished": [], "features": []}
@@ -416,12 +422,15 @@ def heads_table(fits_by_tau: dict[int, dict[str, Any]]) -> str:
 
 
 def default_config(args) -> dict[str, Any]:
-    return {
+    config = {
         "build_version": BUILD_VERSION, "model": "SmolLM2-135M-Instruct.Q4_1.gguf",
         "n_prompts": args.n_prompts, "G": args.G, "seed": args.seed,
         "max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
         "taus": sorted(args.taus), "snap_window": args.snap_window,
     }
+    if args.style != "short":  # the short style's configuration (and cache key) as before
+        config["style"] = args.style
+    return config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -434,7 +443,11 @@ def main(argv: list[str] | None = None) -> int:
     # 64, not more: the batch of 16 runs until its longest member stops, so the cap sets the
     # build time; the model's answers average ~40 tokens (about 1 in 5 reach 64 and are cut,
     # counted by the last number they wrote).
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--max-new-tokens", type=int, default=None,
+                    help="default 64 (--style short) or 160 (--style steps)")
+    ap.add_argument("--style", choices=sorted(STYLES), default="short",
+                    help="the prompt's ending: short answers (the committed populations) or "
+                         "step-by-step reasoning first (files smollm2_steps_tau*.npz)")
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--taus", type=int, nargs="+", default=[8, 32])
     ap.add_argument("--snap-window", type=int, default=0)
@@ -449,6 +462,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from-shards", action="store_true",
                     help="use only the prompts (< --n-prompts) whose shards are already cached")
     args = ap.parse_args(argv)
+    if args.max_new_tokens is None:
+        args.max_new_tokens = 64 if args.style == "short" else 160
     config = default_config(args)
     if args.from_shards:
         shard_cfg = {k: v for k, v in config.items() if k not in ("n_prompts", "taus")}
@@ -477,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     for tau in config["taus"]:
         pop, _, fits = population_for_tau(raw, tau, config, folds=args.folds, seed=args.seed)
         fits_by_tau[tau] = fits
-        name = f"smollm2_arith_tau{tau}"
+        name = f"smollm2_{'arith' if args.style == 'short' else args.style}_tau{tau}"
         save_population(os.path.join(args.out_dir, f"{name}.npz"), pop)
         small = pop.subset(np.arange(min(args.small, pop.n_prompts)))
         save_population(os.path.join(args.out_dir, f"{name}_small.npz"), small)
