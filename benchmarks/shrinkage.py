@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
 
 def main(argv: list[str] | None = None) -> int:
+    from audit_tables import DATA, population
     from pairht.audit import (
         AuditConfig,
         compare_to_baselines,
@@ -44,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         pops.update({f"synthetic, {cal} heads": synthetic_population(
             48, 16, prefix_tokens=8, calibration=cal, rng=0)
             for cal in ("oracle", "noisy", "miscalibrated")})
-        pops.update({f"SmolLM2 tau={t}": load_population(
-            os.path.join(HERE, "data", f"smollm2_arith_tau{t}.npz")) for t in (8, 32)})
+        pops.update({f"SmolLM2 tau={t}": population("real", t, small=False, data=DATA, seed=0,
+                                                    shape=(0, 0)) for t in (8, 32)})
     pops.update({os.path.basename(p): load_population(p) for p in args.population})
     for name, pop in pops.items():
         m = shrinkage_measures(pop)

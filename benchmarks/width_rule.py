@@ -23,6 +23,7 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 RULES: tuple[float | None, ...] = (None, 0.75, 0.9, 0.95)
 
 
@@ -33,6 +34,7 @@ def _ratio(x: np.ndarray, ref: np.ndarray, n_boot: int = 2000) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from audit_tables import DATA, population
     from pairht.audit import (
         AuditConfig,
         load_population,
@@ -46,9 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--population", nargs="*", default=[], help="more population files")
     ap.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5])
     args = ap.parse_args(argv)
-    pops = {f"SmolLM2 tau={t}": load_population(os.path.join(HERE, "data",
-                                                             f"smollm2_arith_tau{t}.npz"))
-            for t in (8, 32)}
+    pops = {f"SmolLM2 tau={t}": population("real", t, small=False, data=DATA, seed=0,
+                                           shape=(0, 0)) for t in (8, 32)}
     pops.update({f"synthetic tau={t}": synthetic_population(48, 16, prefix_tokens=t, rng=0)
                  for t in (8, 32)})
     pops.update({os.path.basename(p): load_population(p) for p in args.population})
