@@ -424,6 +424,10 @@ def summarise(
                                         for r in res]),
             target=target,
             reference=ref,
+            # mean seconds per step of each phase (pairht_trl.timing), averaged over seeds
+            time_split={k: float(np.mean([r.time_split.get(k, 0.0) for r in res]))
+                        for k in sorted(set().union(*(r.time_split for r in res)))}
+            if all(r.time_split for r in res) else {},
         ))
     return rows
 
@@ -461,10 +465,40 @@ def render_report(summary: list[dict[str, Any]], settings: dict[str, Any],
         "the token range every arm reached; AUC(wall): the same over training seconds.",
         "",
         *render_ranking(summary),
+        *render_time_split(summary),
         *[f"![{p.stem}]({p.name})" for p in figures],
         "",
     ]
     return "\n".join(lines)
+
+
+def render_time_split(summary: list[dict[str, Any]]) -> list[str]:
+    """Report lines: each arm's mean milliseconds per step in each phase of
+    :data:`pairht_trl.timing.PHASES` (phases exclusive; GRPO arms: TRL's trainer instrumented
+    at the same seams), and its step relative to the reference arm's."""
+    from pairht_trl.timing import PHASES
+
+    rows = [r for r in summary if r.get("time_split")]
+    if not rows:
+        return []
+    ref = next((r for r in rows if r["arm"] == rows[0]["reference"]), rows[0])
+    phases = [k for k in PHASES if any(r["time_split"].get(k, 0.0) > 0 for r in rows)]
+    lines = [
+        "## Per-step time split",
+        "",
+        "Mean wall-clock milliseconds per optimizer step, by phase (exclusive; mean over steps "
+        "and seeds), and the step relative to " + ref["arm"] + "'s.",
+        "",
+        "| phase | " + " | ".join(r["arm"] for r in rows) + " |",
+        "|---|" + "---|" * len(rows),
+    ]
+    for k in (*phases, "total"):
+        lines.append(f"| {k} | " + " | ".join(f"{1000 * r['time_split'].get(k, 0.0):.0f}"
+                                              for r in rows) + " |")
+    base = ref["time_split"]["total"]
+    lines.append("| step vs " + ref["arm"] + " | " + " | ".join(
+        f"{r['time_split']['total'] / base:.2f}x" if base > 0 else "n/a" for r in rows) + " |")
+    return [*lines, ""]
 
 
 def _ci(lo_hi: Sequence[float], fmt: str = ".3f") -> str:

@@ -38,6 +38,21 @@ def test_bootstrap_interval_covers_the_mean_and_shrinks_with_data():
     assert ex._bootstrap(small, 500, 0) == (lo, hi)  # seeded
 
 
+def test_report_time_split_lists_each_arms_phases_and_its_step_against_the_reference():
+    rows = [
+        {"arm": "grpo", "reference": "grpo",
+         "time_split": {"generation": 0.5, "update": 0.3, "total": 0.8}},
+        {"arm": "pair", "reference": "grpo",
+         "time_split": {"prefix": 0.05, "continuation": 0.25, "update": 0.1, "total": 0.4}},
+    ]
+    text = "\n".join(ex.render_time_split(rows))
+    assert "| phase | grpo | pair |" in text
+    assert "| prefix | 0 | 50 |" in text and "| update | 300 | 100 |" in text
+    assert "| total | 800 | 400 |" in text and "| step vs grpo | 1.00x | 0.50x |" in text
+    assert "| features |" not in text  # phases no arm spent time in are left out
+    assert ex.render_time_split([{"arm": "a", "reference": "a", "time_split": {}}]) == []
+
+
 def test_unknown_arms_and_tasks_are_refused_naming_the_registry():
     with pytest.raises(ValueError, match="arms must be a non-empty subset"):
         ex.run_experiment(["nope"], [0])
@@ -57,6 +72,7 @@ def test_short_run_writes_the_report_and_matches_small_group_tokens(tmp_path, mo
     text = res.report_path.read_text()
     for arm in ("grpo", "grpo_small", "pair", "adaptive_unweighted"):
         assert f"| {arm} |" in text
+    assert "## Per-step time split" in text and "| continuation |" in text
     # The unweighted arm draws PAIR's design (same seed): its first step completes the same
     # candidates with the same rewards; only the weights of its update differ.
     unw = next(r for r in res.runs if r.arm == "adaptive_unweighted").result
