@@ -1,11 +1,12 @@
 r"""PAIR versus GRPO on a tiny task, on CPU, in a few minutes (``pairht demo``).
 
 Both runs start from the same warm-started tiny policy, see the same prompts in the same order,
-and use the same optimiser, learning rate and group size G. The default task is the chain
-arithmetic of :mod:`pairht_demo.chain` (responses of 28-58 tokens, prefix checkpoint
-``tau = 8``, an early slip predicts failure: the regime PAIR is built for); ``--task toy`` runs
-the letter-count toy of :mod:`pairht_demo.toy` (12-39 tokens, the prefix is half of PAIR's
-tokens).
+and use the same optimiser, learning rate, group size G and prompts per step. The default task
+is the long chain arithmetic of :mod:`pairht_demo.chain` (``chain_long``: responses of 64-124
+tokens, prefix checkpoint ``tau = 8``, most failures decided by a slip on the first scratchpad
+line: the regime PAIR is built for); every task of :data:`pairht_demo.tasks.TASKS` runs with
+``--task`` (``chain``: the short chains, 28-58 tokens; ``toy``: the letter-count toy of
+:mod:`pairht_demo.toy`, where the prefix is half of PAIR's tokens).
 
 * **GRPO** -- plain ``trl.GRPOTrainer`` with ``loss_type="dr_grpo"``, ``scale_rewards="none"``,
   one epoch per generation batch and no KL: the unstandardised leave-one-out (RLOO-like)
@@ -13,8 +14,9 @@ tokens).
   of the G candidates is generated to the end.
 * **PAIR** -- :class:`pairht_trl.PairGRPOTrainer` in ``mode="exact"``: G prefixes of ``tau``
   tokens (snapped to a newline), prefix heads, continuation probabilities with expected suffix
-  cost ``budget_ratio`` times the full-group predicted cost, a Bernoulli design draw, and
-  pair-HT advantages on the completed candidates only (Algorithm 1).
+  cost ``budget_ratio`` times the full-group predicted cost, the trainer's default design (fixed
+  size over the unfinished candidates), and pair-HT advantages on the completed candidates only
+  (Algorithm 1).
 
 Reported per method: the held-out reward (success rate on the task's held-out prompts, 8
 completions each *sampled at temperature 1* with a fixed seed, so both methods are scored on
@@ -23,7 +25,7 @@ PAIR: prefix tokens of all G candidates + suffix tokens of the continued ones), 
 wall-clock and CPU seconds (evaluation excluded), the tokens and seconds PAIR took to reach
 GRPO's final held-out reward (or that it did not), and the per-step time split of both runs
 (:mod:`pairht_trl.timing`) with a paragraph on where the time went. A PNG plots held-out reward
-against generated tokens and steps. Everything is seeded: a rerun prints the same rewards and
+against generated tokens, training wall-clock and steps. Everything is seeded: a rerun prints the same rewards and
 tokens (seconds vary with the machine).
 """
 
@@ -483,10 +485,11 @@ def run_comparison(
         Seeds model initialisation, warm-up, prompt order, sampling and the PAIR design.
     out_dir : path
         Receives ``results.json``, ``table.txt`` and ``reward_vs_tokens.png``.
-    task : {"chain", "toy"}
-        ``"chain"`` (default, :mod:`pairht_demo.chain`): responses of 28-58 tokens, most
-        unfinished at the prefix checkpoint, failures visible early. ``"toy"``
-        (:mod:`pairht_demo.toy`): 12-39 tokens, where the prefix is half of PAIR's tokens.
+    task : a name in :data:`pairht_demo.tasks.TASKS`
+        Default ``"chain_long"`` (:mod:`pairht_demo.chain`): responses of 64-124 tokens, none
+        finished at the prefix checkpoint, most failures visible in it. ``"chain"``: 28-58
+        tokens; ``"toy"`` (:mod:`pairht_demo.toy`): 12-39 tokens, where the prefix is half of
+        PAIR's tokens.
     methods : subset of ("grpo", "pair")
     num_generations : int
         Group size G (candidates per prompt).

@@ -10,7 +10,8 @@ several seeds, and writes a markdown report with figures:
 * ``pair`` -- :class:`pairht_trl.PairGRPOTrainer`, exact mode, its default design;
 * ``pair_fixed`` -- the same with a fixed-size design (conditional Poisson);
 * further arms that need only :class:`~pairht_trl.PairGRPOConfig` options, registered in
-  :data:`ARMS`: ``uniform``, ``pointwise``, and the paper's comparators as allocators of the
+  :data:`ARMS`: ``uniform``, ``pointwise``, ``adaptive_unweighted``, ``pair_skill_shrink``,
+  and the paper's comparators as allocators of the
   same step (``vip``, ``hora``, ``duet``, ``dppo``; :mod:`pairht.comparators`) and
   ``pair_joint`` (one budget across prompts and within groups). They run in the same trainer,
   with the same prefix phase, budget ratio and token accounting as ``pair``.
@@ -20,9 +21,11 @@ held-out prompts): final held-out accuracy and its difference to ``grpo``; gener
 training wall-clock; the area under accuracy-vs-tokens over the token range every arm reached
 (the mean accuracy an arm holds while spending the same tokens); tokens and seconds to a fixed
 accuracy. The report ranks the arms at *equal generated tokens*: held-out accuracy read off
-each run's curve at the fewest tokens any run spent, with 95% intervals over seeds. The
-default task is :mod:`pairht_demo.chain` (responses of 28-58 tokens, ``tau = 8``): most
-candidates are unfinished at the checkpoint and an early slip predicts failure.
+each run's curve at the fewest tokens any run spent, with 95% intervals over seeds, and gives
+each arm's per-step time split. The default task is the long chains of
+:mod:`pairht_demo.chain` (``chain_long``: responses of 64-124 tokens, ``tau = 8``): no
+candidate ends inside the prefix and a first-line slip, which the prefix shows, decides most
+failures.
 """
 
 from __future__ import annotations
