@@ -25,8 +25,8 @@ PAIR: prefix tokens of all G candidates + suffix tokens of the continued ones), 
 wall-clock and CPU seconds (evaluation excluded), the tokens and seconds PAIR took to reach
 GRPO's final held-out reward (or that it did not), and the per-step time split of both runs
 (:mod:`pairht_trl.timing`) with a paragraph on where the time went. A PNG plots held-out reward
-against generated tokens, training wall-clock and steps. Everything is seeded: a rerun prints the same rewards and
-tokens (seconds vary with the machine).
+against generated tokens, training wall-clock and steps. Everything is seeded: a rerun prints
+the same rewards and tokens (seconds vary with the machine).
 """
 
 from __future__ import annotations
