@@ -5,6 +5,7 @@ the same shape, budgets 0.25 and 0.5, prefix checkpoints tau = 8 and 32)::
 
     python benchmarks/audit_tables.py            # about 4 CPU-minutes (exact metrics only)
     python benchmarks/audit_tables.py --small    # the CI populations (12 prompts)
+    python benchmarks/audit_tables.py --style steps --sources real   # reasoning-length answers
 
 Each cell is ``mean_q MSE_row / mean_q MSE_best`` (exact MSEs, no Monte Carlo) with its 95%
 percentile bootstrap interval over prompts (B = 2000), where ``best`` is the trivial baseline
@@ -123,14 +124,19 @@ def print_table(cols: dict[str, dict[str, tuple[float, float, float]]],
         print(f"* {line}")
 
 
+#: Real-population file stems by prompt style (``benchmarks/real_population.py --style``).
+STYLES = {"short": "smollm2_arith", "steps": "smollm2_steps"}
+
+
 def population(source: str, tau: int, *, small: bool, data: str, seed: int,
-               shape: tuple[int, int]) -> Any:
-    """The real population file for ``tau``, or a synthetic one of ``shape`` (oracle heads)."""
+               shape: tuple[int, int], style: str = "short") -> Any:
+    """The real population file for ``tau`` (of prompt ``style``: short answers or step by
+    step), or a synthetic one of ``shape`` (oracle heads)."""
     from pairht.audit import load_population, synthetic_population
 
     if source == "real":
         suffix = "_small" if small else ""
-        return load_population(os.path.join(data, f"smollm2_arith_tau{tau}{suffix}.npz"))
+        return load_population(os.path.join(data, f"{STYLES[style]}_tau{tau}{suffix}.npz"))
     return synthetic_population(shape[0], shape[1], prefix_tokens=tau, rng=seed)
 
 
@@ -143,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference", choices=["all", "prefix"], default="all",
                     help="baselines the ratio is taken to: all, or all but small-group GRPO")
     ap.add_argument("--small", action="store_true", help="the small (CI) real populations")
+    ap.add_argument("--style", choices=sorted(STYLES), default="short",
+                    help="the real population's prompts: short answers (default) or step by "
+                         "step (smollm2_steps_tau*.npz)")
     ap.add_argument("--data", default=DATA)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-boot", type=int, default=2000)
@@ -150,14 +159,14 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     # The synthetic population takes the real one's shape (prompts x G).
     real = population("real", args.taus[0], small=args.small, data=args.data, seed=args.seed,
-                      shape=(0, 0))
+                      shape=(0, 0), style=args.style)
     shape = (real.n_prompts, real.group_size)
     for source in args.sources:
         cols: dict[tuple[int, float], dict[str, tuple[float, float, float]]] = {}
         foot: list[str] = []
         for tau in args.taus:
             pop = population(source, tau, small=args.small, data=args.data, seed=args.seed,
-                             shape=shape)
+                             shape=shape, style=args.style)
             fin = 0.0 if pop.finished is None else float(pop.finished.mean())
             for b in args.budgets:
                 cells, best, best_mse = audit_cell(pop, b, seed=args.seed,
@@ -167,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                 foot.append(f"tau={tau}, budget={b}: best baseline {best} (exact MSE "
                             f"{best_mse:.4g}); finished fraction {fin:.3f}; adaptive_unweighted "
                             f"bias share of MSE {100 * share:.1f}%")
-        name = {"real": "SmolLM2-135M-Instruct arithmetic population",
+        name = {"real": "SmolLM2-135M-Instruct arithmetic population"
+                        + (", step by step" if args.style == "steps" else ""),
                 "synthetic": "synthetic population (oracle heads)"}[source]
         print(f"\n### {name}, {shape[0]} prompts x G={shape[1]}, reference = "
               f"{'best baseline' if args.reference == 'all' else 'best prefix baseline'}\n")

@@ -27,13 +27,14 @@ is scored by the predictor in use *before* any fit has seen it) and exposes it a
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 from torch import nn
 
 from pairht import calibration
@@ -81,6 +82,14 @@ def _mlp(hidden_size: int, width: int) -> nn.Sequential:
         nn.SiLU(),
         nn.Linear(width, 1),
     )
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    """One :class:`threadpoolctl.ThreadpoolController` per process. Why: each
+    ``threadpool_limits(...)`` scans the loaded libraries again (~7 ms, a sixth of a refit's
+    cost on a small window); the controller scans once and only sets the limits after."""
+    return ThreadpoolController()
 
 
 def _as_numpy(x) -> np.ndarray:
@@ -586,8 +595,8 @@ class HeadTrainer:
         u = self._features.double().numpy()
         probe = self.probe
         assert probe is not None  # called after a fit
-        p = 1.0 / (1.0 + np.exp(-probe.logits(u)))
-        _, c_hat = probe.predict(u)
+        logits, c_hat = probe.outputs(u)  # one projection of the window for both losses
+        p = 1.0 / (1.0 + np.exp(-logits))
         every = np.ones(y.shape, dtype=bool)
         return (calibration.ipw_brier_loss(p, y, pi, every) / w_bar,
                 calibration.ipw_log_cost_loss(c_hat, c, pi, c > 0) / w_bar)
@@ -633,7 +642,7 @@ class HeadTrainer:
         elif self.head == "linear":
             # One BLAS thread: the refit is many small solves, where OpenBLAS's per-core pool
             # only spins (10-30x slower on a busy two-core machine, docs/experiment.md).
-            with threadpool_limits(limits=1, user_api="blas"):
+            with _blas_controller().limit(limits=1, user_api="blas"):
                 fitted = fit_linear_probe(
                     self._features.double().numpy(), self._rewards.numpy(),
                     self._costs.numpy(), 1.0 / self._pi.numpy(), n_components=self.n_components,

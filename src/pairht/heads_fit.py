@@ -278,22 +278,28 @@ class LinearProbe:
     p_const: float
     c_const: float
 
-    def logits(self, features: ArrayLike) -> np.ndarray:
-        """Untempered success logits ``a . x + b``, shape ``features.shape[:-1]``."""
-        x = ((np.asarray(features, dtype=float) - self.mean) / self.scale) @ self.basis
-        return x @ self.coef_success + self.intercept_success
-
-    def predict(self, features: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-        """``(p_hat, c_hat)`` float64 arrays of shape ``features.shape[:-1]``."""
+    def outputs(self, features: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """``(logits, c_hat)``: the untempered success logits ``a . x + b`` and
+        ``c_hat = exp(a_c . x + b_c)``, float64 arrays of shape ``features.shape[:-1]``, from
+        one projection of the features (the costly part on a replay window)."""
         u = np.asarray(features, dtype=float)
         if u.ndim < 1 or u.shape[-1] != self.mean.size:
             raise ValueError(
                 f"features must have shape (..., {self.mean.size}); got {u.shape}"
             )
         x = ((u - self.mean) / self.scale) @ self.basis
-        p = _sigmoid((x @ self.coef_success + self.intercept_success) / self.temperature)
-        c = np.exp(np.clip(x @ self.coef_cost + self.intercept_cost, -50.0, 50.0))
-        return p, c
+        logits = x @ self.coef_success + self.intercept_success
+        return logits, np.exp(np.clip(x @ self.coef_cost + self.intercept_cost, -50.0, 50.0))
+
+    def logits(self, features: ArrayLike) -> np.ndarray:
+        """Untempered success logits ``a . x + b``, shape ``features.shape[:-1]``."""
+        return self.outputs(features)[0]
+
+    def predict(self, features: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """``(p_hat, c_hat)`` float64 arrays of shape ``features.shape[:-1]``, with
+        ``p_hat = sigmoid(logits / temperature)``."""
+        logits, c = self.outputs(features)
+        return _sigmoid(logits / self.temperature), c
 
 
 def _cv_folds(n: int, groups: np.ndarray | None, n_folds: int, rng) -> np.ndarray:

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("trl")
 
 from pairht_demo import experiment as ex
-from pairht_demo.tasks import DEFAULT_TASK, TASKS
+from pairht_demo.tasks import TASKS
 
 
 def test_auc_is_the_mean_of_the_piecewise_linear_curve():
@@ -66,9 +66,10 @@ def test_unknown_arms_and_tasks_are_refused_naming_the_registry():
 def test_short_run_writes_the_report_and_matches_small_group_tokens(tmp_path, monkeypatch):
     monkeypatch.setenv("PAIRHT_CACHE", str(tmp_path / "cache"))
     res = ex.run_experiment(
-        ["grpo", "grpo_small", "pair", "adaptive_unweighted"], [0], steps=2, warmup_steps=20,
-        prompts_per_step=4, out_dir=tmp_path / "out", bootstrap=200, progress=False,
-    )
+        ["grpo", "grpo_small", "pair", "adaptive_unweighted"], [0], task="chain", steps=2,
+        warmup_steps=20, prompts_per_step=4, out_dir=tmp_path / "out", bootstrap=200,
+        progress=False,
+    )  # the short chains: this tests the arms and the report (the demo's test runs chain_long)
     text = res.report_path.read_text()
     for arm in ("grpo", "grpo_small", "pair", "adaptive_unweighted"):
         assert f"| {arm} |" in text
@@ -86,7 +87,7 @@ def test_short_run_writes_the_report_and_matches_small_group_tokens(tmp_path, mo
     assert by["grpo_small"].group_size == expected_g
     for r in res.runs:
         assert len(r.result.wall) == len(r.result.curve)
-        assert len(r.final_by_item) == len(TASKS[DEFAULT_TASK].eval_items)
+        assert len(r.final_by_item) == len(TASKS["chain"].eval_items)
     assert s.generated_tokens > 0
     data = json.loads((res.report_path.parent / "runs.json").read_text())
     assert {row["arm"] for row in data["summary"]} == {"grpo", "grpo_small", "pair",
