@@ -1,7 +1,7 @@
 """The committed SmolLM2 population (small form) is valid and ``pairht audit`` runs on it.
 
-Runs in CI without the model: it reads only ``benchmarks/data/smollm2_arith_tau*_small.npz``,
-written by ``python benchmarks/real_population.py`` (docs/real_model.md).
+Runs in CI without the model: it reads only ``benchmarks/data/smollm2_*_tau*_small.npz``,
+written by ``python benchmarks/real_population.py [--style steps]`` (docs/real_model.md).
 """
 
 from __future__ import annotations
@@ -17,9 +17,13 @@ from pairht.audit.population import load_population
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "data")
 SMALL = [os.path.join(DATA, f"smollm2_arith_tau{tau}_small.npz") for tau in (8, 32)]
+#: The step-by-step populations (reasoning-length answers, ``--style steps``).
+STEPS_SMALL = [os.path.join(DATA, f"smollm2_steps_tau{tau}_small.npz") for tau in (8, 32)]
+STEMS = ["smollm2_arith", "smollm2_steps"]
 
 
-@pytest.mark.parametrize("path", SMALL, ids=["tau8", "tau32"])
+@pytest.mark.parametrize("path", SMALL + STEPS_SMALL,
+                         ids=["tau8", "tau32", "steps-tau8", "steps-tau32"])
 def test_committed_population_is_a_real_model_population_with_finished_flags(path):
     pop = load_population(path)
     meta = pop.meta
@@ -41,12 +45,14 @@ def test_committed_population_is_a_real_model_population_with_finished_flags(pat
     )
 
 
+@pytest.mark.parametrize("stem", STEMS)
 @pytest.mark.parametrize("tau", [8, 32])
-def test_small_population_is_the_first_prompts_of_the_full_one(tau):
+def test_small_population_is_the_first_prompts_of_the_full_one(tau, stem):
     """The CI copy is a prefix of the committed population (same prompts, same heads), and the
     full one holds every prompt its configuration names."""
-    full = load_population(os.path.join(DATA, f"smollm2_arith_tau{tau}.npz"))
-    small = load_population(os.path.join(DATA, f"smollm2_arith_tau{tau}_small.npz"))
+    full = load_population(os.path.join(DATA, f"{stem}_tau{tau}.npz"))
+    small = load_population(os.path.join(DATA, f"{stem}_tau{tau}_small.npz"))
+    assert full.meta["config"].get("style", "short") == ("steps" if "steps" in stem else "short")
     cfg = full.meta["config"]
     assert full.n_prompts == len(cfg.get("prompts", range(cfg["n_prompts"])))
     k = small.n_prompts
@@ -140,8 +146,9 @@ def test_uninformative_heads_reduce_pair_to_uniform_among_unfinished_on_the_real
     assert not np.allclose(mse["uniform_ht"], mse["srswor"], rtol=1e-3)
 
 
-@pytest.mark.parametrize(("path", "budget"), [(SMALL[0], 0.25), (SMALL[1], 0.5)],
-                         ids=["tau8-b0.25", "tau32-b0.5"])
+@pytest.mark.parametrize(("path", "budget"),
+                         [(SMALL[0], 0.25), (SMALL[1], 0.5), (STEPS_SMALL[0], 0.5)],
+                         ids=["tau8-b0.25", "tau32-b0.5", "steps-tau8-b0.5"])
 def test_pair_deciding_its_width_is_never_worse_than_the_best_baseline(path, budget):
     """Issue 14's first "done when", short form: at equal generated tokens, PAIR choosing its
     prefix width from history (cross-fitted by prompt) has exact MSE <= 1.00x the best
