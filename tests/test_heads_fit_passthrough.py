@@ -50,3 +50,25 @@ def test_a_bad_passthrough_is_refused_by_name(bad):
     u, y, c = _data(n=40)
     with pytest.raises(ValueError, match=r"passthrough must be an int in \[0, H = 22\]"):
         fit_linear_probe(u, y, c, passthrough=bad)
+
+
+def test_outputs_logits_and_predict_are_the_probe_formula():
+    """``outputs`` is the class docstring's formula on the projected standardised features;
+    ``logits`` and ``predict`` (tempered) read it, in any batch shape."""
+    u, y, c = _data()
+    probe = fit_linear_probe(u, y, c, n_components=3, passthrough=2)
+    batch = u[:12].reshape(3, 4, -1)
+    x = ((batch - probe.mean) / probe.scale) @ probe.basis
+    want_logits = x @ probe.coef_success + probe.intercept_success
+    want_c = np.exp(x @ probe.coef_cost + probe.intercept_cost)
+    logits, c_hat = probe.outputs(batch)
+    assert logits.shape == c_hat.shape == (3, 4)
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(c_hat, want_c, rtol=1e-12)
+    np.testing.assert_array_equal(probe.logits(batch), logits)
+    p, c2 = probe.predict(batch)
+    np.testing.assert_allclose(p, 1.0 / (1.0 + np.exp(-want_logits / probe.temperature)),
+                               rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(c2, c_hat)
+    with pytest.raises(ValueError, match="features must have shape"):
+        probe.outputs(u[:, :5])

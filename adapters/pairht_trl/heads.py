@@ -88,7 +88,9 @@ def _mlp(hidden_size: int, width: int) -> nn.Sequential:
 def _blas_controller() -> ThreadpoolController:
     """One :class:`threadpoolctl.ThreadpoolController` per process. Why: each
     ``threadpool_limits(...)`` scans the loaded libraries again (~7 ms, a sixth of a refit's
-    cost on a small window); the controller scans once and only sets the limits after."""
+    cost on a small window); the controller scans once and only sets the limits after. It
+    sees the libraries loaded when first called (at the first refit: numpy's BLAS, which the
+    refit uses, is loaded with numpy)."""
     return ThreadpoolController()
 
 
