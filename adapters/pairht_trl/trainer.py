@@ -552,16 +552,10 @@ class PairGRPOTrainer(GRPOTrainer):
             plan = plan_continuations(inputs, allocator="srswor", rng=self.design_rng,
                                       pi_min=min(args.pi_min, args.whole_group_size / g))
         pi, mask, joint = broadcast_from_main(acc, (plan.pi, plan.selected, plan.joint))
-        draw = DesignDraw(
-            p_hat=inputs.p_hat, c_hat=np.zeros((b, g)), budget=inputs.budget, pi=pi,
-            pi_alloc=pi, mask=mask, joint=joint, prefix_len=np.zeros((b, g), dtype=np.int64),
-            prefix_done=np.zeros((b, g), dtype=bool), kkt_residual=np.zeros(b),
-            converged=np.ones(b, dtype=bool), fallback_used=np.zeros(b, dtype=bool),
-            rows=local_slice(acc, n_local), unspent_budget=np.zeros(b),
-            plan_metrics=dict(plan.metrics),
-        )
-        self.draw_history.append(
-            {"step": int(self.state.global_step) + 1, "pi": pi.copy(), "mask": mask.copy()}
+        draw = self._record_draw(
+            inputs, plan, pi=pi, pi_alloc=pi, mask=mask, joint=joint, c_hat=np.zeros((b, g)),
+            prefix_len=np.zeros((b, g), dtype=np.int64), done=np.zeros((b, g), dtype=bool),
+            n_local=n_local,
         )
         selected = np.flatnonzero(mask.reshape(-1)[draw.rows]).tolist()
         # Called even with nothing selected here: a backend whose generation is a collective
@@ -673,11 +667,21 @@ class PairGRPOTrainer(GRPOTrainer):
             acc, (plan.pi, plan.pi_alloc, plan.selected, plan.joint)
         )
         self._warm_start = pi_alloc
+        return self._record_draw(inputs, plan, pi=pi, pi_alloc=pi_alloc, mask=mask, joint=joint,
+                                 c_hat=inputs.c_hat, prefix_len=prefix_len, done=done,
+                                 n_local=n_local)
+
+    def _record_draw(self, inputs: Any, plan: Any, *, pi: np.ndarray, pi_alloc: np.ndarray,
+                     mask: np.ndarray, joint: np.ndarray, c_hat: np.ndarray,
+                     prefix_len: np.ndarray, done: np.ndarray, n_local: int) -> DesignDraw:
+        """The batch's :class:`DesignDraw` from its plan (``pi``, ``pi_alloc``, ``mask``,
+        ``joint`` as broadcast from the main process), logged in ``draw_history`` here, before
+        any reward is seen: the one place both widths record a draw."""
         B = pi.shape[0]
         info = plan.info
         draw = DesignDraw(
             p_hat=inputs.p_hat,
-            c_hat=inputs.c_hat,
+            c_hat=c_hat,
             budget=inputs.budget,
             pi=pi,
             pi_alloc=pi_alloc,
@@ -688,7 +692,7 @@ class PairGRPOTrainer(GRPOTrainer):
             kkt_residual=np.asarray(info.get("kkt_residual", np.zeros(B)), np.float64),
             converged=np.asarray(plan.converged, bool),
             fallback_used=np.asarray(info.get("fallback_used", np.zeros(B, bool)), bool),
-            rows=local_slice(acc, n_local),
+            rows=local_slice(self.accelerator, n_local),
             unspent_budget=np.asarray(info.get("unspent_budget", np.zeros(B)), np.float64),
             plan_metrics=dict(plan.metrics),
         )
