@@ -190,17 +190,20 @@ class AuditCallback(TrainerCallback):
         Score block parameter name (default: the final norm weight).
     dataset : sequence of rows, optional
     advise : bool
-        After writing a population, audit PAIR's default against small-group GRPO on it at the
-        trainer's ``budget_ratio`` (:func:`pairht.audit.width_advice`, exact, a few seconds):
-        log the verdict at INFO and the metrics ``pair/width_mse_ratio`` (PAIR's exact MSE
-        over GRPO's at the same generated tokens; above 1 the prefixes do not pay) and
+        After writing a population, audit PAIR's prefix rules (``"pair"``, each prompt at its
+        own budget, and ``"pair_batch"``, one budget for the batch) against small-group GRPO
+        on it at the trainer's ``budget_ratio`` (:func:`pairht.audit.width_advice`, exact, a
+        few seconds): log the verdict at INFO and the metrics ``pair/width_mse_ratio`` (the
+        better prefix rule's exact MSE over GRPO's at the same generated tokens; above 1 the
+        prefixes do not pay) and
         ``pair/width_grpo_group_size`` (the ``G'`` to use instead), and keep it in
         ``advice`` as ``(step, WidthAdvice)``. Default True.
     switch_width : bool
         Act on the advice (needs ``advise``): from the next generation batch on, train with
         ``width="whole"`` and ``whole_group_size = G'`` (small-group GRPO inside the trainer,
-        no prefixes) when the verdict is small-group GRPO, and with ``width="prefixes"`` (PAIR)
-        when it is PAIR (:meth:`pairht_trl.PairGRPOTrainer.set_width`; the main process
+        no prefixes) when the verdict is small-group GRPO, and with ``width="prefixes"`` and
+        the verdict's rule as ``allocator`` (``"pair"`` or ``"pair_batch"``) when it is a
+        prefix rule (:meth:`pairht_trl.PairGRPOTrainer.set_width`; the main process
         decides, every process follows). A population with no reward contrast changes
         nothing. Default False: the callback only reports. ``G'`` is clipped to
         ``[2, num_generations]``.
@@ -232,7 +235,8 @@ class AuditCallback(TrainerCallback):
             raise ValueError("switch_width=True acts on the audit's advice; it needs advise=True")
         self.switch_width = bool(switch_width)
         # the main process's decision from its latest audit, (width, whole_group_size) or None
-        self._decision: tuple[str, float | None] | None = None
+        # (width, whole_group_size, allocator): set_width's arguments; None: keep as is.
+        self._decision: tuple[str, float | None, str | None] | None = None
         self.trainer: Any = None
         self.written: list[str] = []
         self.advice: list[tuple[int, Any]] = []
@@ -265,9 +269,9 @@ class AuditCallback(TrainerCallback):
         self.advice.append((step, adv))
         if adv.choice == "grpo_small":
             g = self.trainer.pair_args.num_generations
-            self._decision = ("whole", float(min(max(adv.group_size, 2.0), g)))
-        elif adv.choice == "pair":
-            self._decision = ("prefixes", None)
+            self._decision = ("whole", float(min(max(adv.group_size, 2.0), g)), None)
+        elif adv.choice != "none":  # a prefix rule: "pair" or "pair_batch"
+            self._decision = ("prefixes", None, adv.choice)
         m = self.trainer._metrics["train"]
         m["pair/width_mse_ratio"].append(adv.ratio)
         m["pair/width_grpo_group_size"].append(adv.group_size)
@@ -281,8 +285,9 @@ class AuditCallback(TrainerCallback):
         self._decision = None
         if decision is not None:
             self.trainer.set_width(*decision)
-            _log.info("audit: training on with width=%r, whole_group_size=%r",
-                      *decision)
+            a = self.trainer.pair_args
+            _log.info("audit: training on with width=%r, whole_group_size=%r, allocator=%r",
+                      a.width, a.whole_group_size, a.allocator)
 
     def on_train_begin(self, args, state, control, **kwargs):
         if 0 in self.steps and state.global_step == 0:

@@ -90,6 +90,14 @@ def allocators() -> tuple[str, ...]:
     return tuple(allocator_names())
 
 
+def program_allocators() -> tuple[str, ...]:
+    """The allocation rules that solve PAIR's program and take its size, proxy and warm start
+    (:func:`pairht.step.program_allocators`: ``"pair"``, ``"pair_batch"``)."""
+    from pairht.step import program_allocators as names
+
+    return names()
+
+
 def weightings() -> tuple[str, ...]:
     """Registered estimator variants (:data:`pairht.estimators.VARIANTS`) that need no ``pi``.
 
@@ -133,11 +141,12 @@ def check_width(width: Any, whole_group_size: Any, num_generations: int,
                 "the end; set whole_group_size (e.g. the G' that pairht.audit.width_advice "
                 "reports)"
             )
-        if allocator != "pair":
+        if allocator not in program_allocators():
             raise ValueError(
-                f"allocator must stay 'pair' with width='whole': that width runs small-group "
-                f"GRPO (a uniform subset, no allocation) and the allocator applies to "
-                f"width='prefixes' only; got allocator={allocator!r}"
+                f"allocator must stay 'pair' (or another rule of PAIR's program: "
+                f"{', '.join(program_allocators())}) with width='whole': that width runs "
+                f"small-group GRPO (a uniform subset, no allocation) and the allocator applies "
+                f"to width='prefixes' only; got allocator={allocator!r}"
             )
     return width, size
 
@@ -565,7 +574,7 @@ class PairGRPOConfig(GRPOConfig):
                 setattr(self, name, value)
                 if value != _trl_default(name):
                     changed.append(name)
-        if self.design is None and self.allocator == "pair":
+        if self.design is None and self.allocator in program_allocators():
             # PAIR's default design (issue 14, docs/step.md): fixed size over the unfinished
             # candidates; the anchor pair is defined on the Bernoulli design only. Else None:
             # the allocator's own design (pairht.step).
@@ -604,10 +613,11 @@ class PairGRPOConfig(GRPOConfig):
             )
         # the core's rule and wording: positive finite w_max for clipping variants only
         self.w_max = check_w_max(resolve_variant(self.weighting), self.w_max)
-        if self.allocator != "pair" and self.design_size is not None:
+        if self.allocator not in program_allocators() and self.design_size is not None:
             raise ValueError(
-                f"design_size applies to allocator='pair' only (allocator {self.allocator!r} "
-                f"sets its own sizes); got design_size={self.design_size!r}"
+                f"design_size applies to allocator='pair' only, or another rule that solves "
+                f"PAIR's program ({', '.join(program_allocators())}); allocator "
+                f"{self.allocator!r} sets its own sizes; got design_size={self.design_size!r}"
             )
         fixed = self.design in fixed_size_designs()
         g = self.num_generations

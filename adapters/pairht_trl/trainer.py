@@ -99,7 +99,7 @@ from pairht_trl.advantages import (
     pair_advantages_torch,
     standardise_advantages,
 )
-from pairht_trl.config import FIXED_SIZE_DESIGNS, PairGRPOConfig
+from pairht_trl.config import FIXED_SIZE_DESIGNS, PairGRPOConfig, program_allocators
 from pairht_trl.distributed import (
     _process_local_reward_gather,
     broadcast_from_main,
@@ -165,7 +165,7 @@ class DesignDraw:
 
 
 class _PairOptions(TypedDict, total=False):
-    """Options of :func:`pairht.step.plan_continuations` that only the "pair" rule takes."""
+    """Options of :func:`pairht.step.plan_continuations` that only PAIR's program rules take."""
 
     size: int | str | None
     proxy: str
@@ -574,19 +574,27 @@ class PairGRPOTrainer(GRPOTrainer):
         self.last_draw = draw
         return completion_ids, None
 
-    def set_width(self, width: str, whole_group_size: float | None = None) -> None:
+    def set_width(self, width: str, whole_group_size: float | None = None,
+                  allocator: str | None = None) -> None:
         """Switch the generation width from the next generation batch on (``"prefixes"``:
         PAIR; ``"whole"``: ``whole_group_size`` whole completions per group, small-group
-        GRPO), checked by the config's rule (:func:`pairht_trl.config.check_width`). Every
-        batch's design is drawn and logged before its rewards, so switching between batches
-        keeps each batch's estimator exact. :class:`~pairht_trl.audit_mode.AuditCallback`
+        GRPO), checked by the config's rule (:func:`pairht_trl.config.check_width`), and with
+        ``allocator`` the rule of PAIR's program the prefixes run (``"pair"``: each prompt at
+        its own budget; ``"pair_batch"``: one budget for the batch). Every batch's design is
+        drawn and logged before its rewards, so switching between batches keeps each batch's
+        estimator exact. :class:`~pairht_trl.audit_mode.AuditCallback`
         (``switch_width=True``) calls it from its audits."""
         from pairht_trl.config import check_width
 
         a = self.pair_args
         size = a.whole_group_size if whole_group_size is None else whole_group_size
+        rule = a.allocator if allocator is None else allocator
+        if rule not in program_allocators():
+            raise ValueError(f"allocator must be a rule of PAIR's program "
+                             f"{program_allocators()} to switch widths; got {rule!r}")
         assert a.num_generations is not None  # resolved by GRPOConfig
-        a.width, a.whole_group_size = check_width(width, size, a.num_generations, a.allocator)
+        a.width, a.whole_group_size = check_width(width, size, a.num_generations, rule)
+        a.allocator = rule
 
     def head_inputs(self, prefix: Any) -> torch.Tensor:
         """What the heads read for a :class:`~pairht_rollout.PrefixResult`: the hidden-state
@@ -645,11 +653,12 @@ class PairGRPOTrainer(GRPOTrainer):
         if warm is not None and warm.shape != inputs.shape:
             warm = None
         skill = self._head_skill()
-        # Only the "pair" rule has a size, proxy and warm start; the others refuse them.
+        # Only PAIR's program ("pair", "pair_batch") has a size, proxy and warm start; the
+        # other rules refuse them.
         pair_options: _PairOptions = (
             {"size": self._design_size(), "proxy": args.edge_proxy,
              "covariance_term": args.covariance_term, "warm_start": warm}
-            if args.allocator == "pair" else {}
+            if args.allocator in program_allocators() else {}
         )
         with self._phase("allocation"):
             plan = plan_continuations(

@@ -238,28 +238,34 @@ def test_width_advice_has_no_verdict_without_reward_contrast():
     adv = width_advice(tied, 0.5)
     assert adv.choice == "none" and np.isnan(adv.ratio) and "no verdict" in adv.line()
     adv = width_advice(pop, 0.5)
-    assert adv.choice in ("pair", "grpo_small") and np.isfinite(adv.ratio)
-    assert f"{adv.ratio:.3f}x" in adv.line()
+    assert adv.choice in ("pair", "pair_batch", "grpo_small") and np.isfinite(adv.ratio)
+    assert f"{adv.ratio:.3f}x" in adv.line() and f"({adv.option})" in adv.line()
+    for bad in ((), ("pair", "pair"), ("grpo_small",)):
+        with pytest.raises(ValueError, match="options must name distinct prefix rules"):
+            width_advice(pop, 0.5, options=bad)
 
 
 def test_width_advice_says_pair_only_when_it_is_confidently_better():
-    """The verdict follows pair_width's rule: PAIR when the CONFIDENCE quantile of its bootstrap
-    MSE ratio to GRPO over the prompts is below 1 (recomputed here from the exact per-prompt
-    MSEs with the same seeded resamples), GRPO otherwise, even where PAIR's mean is lower."""
+    """The verdict follows pair_width's rule: the prefix rule with the lower mean exact MSE
+    (pair or pair_batch) when the CONFIDENCE quantile of its bootstrap MSE ratio to GRPO over
+    the prompts is below 1 (recomputed here from the exact per-prompt MSEs with the same seeded
+    resamples), GRPO otherwise, even where that rule's mean is lower."""
     from pairht.audit import width_advice, with_predictions
     from pairht.audit.width import CONFIDENCE, N_BOOT, confidently_lower
 
     seen = set()
     for mode, seed in (("hindsight", 0), ("stored", 0), ("stored", 4)):
         pop = with_predictions(synthetic_population(16, 8, prefix_tokens=8, rng=seed), mode)
-        adv = width_advice(pop, 0.5, seed=3)
-        res = run_audit(pop, rows=["grpo_small", "pair"], n_draws=0,
-                        config=AuditConfig(budget_ratio=0.5, seed=3))
-        mse = {k: res.row(k).per_prompt["mse_exact"] for k in ("pair", "grpo_small")}
-        sure = confidently_lower(mse["pair"], mse["grpo_small"], CONFIDENCE, N_BOOT,
-                                 np.random.default_rng(np.random.SeedSequence([3, 37])))
-        assert adv.choice == ("pair" if sure else "grpo_small")
-        assert adv.ratio == pytest.approx(mse["pair"].mean() / mse["grpo_small"].mean(),
-                                          rel=1e-12)
-        seen.add(adv.choice)
-    assert seen == {"pair", "grpo_small"}  # both verdicts occur on these populations
+        for options in (("pair",), ("pair", "pair_batch")):
+            adv = width_advice(pop, 0.5, seed=3, options=options)
+            res = run_audit(pop, rows=["grpo_small", *options], n_draws=0,
+                            config=AuditConfig(budget_ratio=0.5, seed=3))
+            mse = {k: res.row(k).per_prompt["mse_exact"] for k in ("grpo_small", *options)}
+            best = min(options, key=lambda k: mse[k].mean())
+            sure = confidently_lower(mse[best], mse["grpo_small"], CONFIDENCE, N_BOOT,
+                                     np.random.default_rng(np.random.SeedSequence([3, 37])))
+            assert adv.option == best and adv.choice == (best if sure else "grpo_small")
+            assert adv.ratio == pytest.approx(mse[best].mean() / mse["grpo_small"].mean(),
+                                              rel=1e-12)
+            seen.add(adv.choice)
+    assert {"pair", "grpo_small"} <= seen  # both kinds of verdict occur here

@@ -31,8 +31,27 @@ def test_design_defaults_to_the_allocators_own(tmp_path):
 
 
 def test_design_size_is_refused_for_rules_that_set_their_own_sizes(tmp_path):
-    with pytest.raises(ValueError, match="design_size applies to allocator='pair' only"):
+    with pytest.raises(ValueError, match="design_size applies to allocator='pair' only, or "
+                                         "another rule that solves PAIR's program"):
         make_config(tmp_path, allocator="srswor", design="conditional_poisson", design_size=3)
+    # the batch-budget rule solves PAIR's program: PAIR's default design and sizes apply
+    cfg = make_config(tmp_path, allocator="pair_batch", design_size=2)
+    assert cfg.design == "conditional_poisson" and cfg.design_size == 2
+
+
+def test_pair_batch_trains_without_shrinkage_and_its_draw_is_the_steps(tmp_path):
+    """One budget for the batch: the trainer's draw is pairht.step's pair_batch plan on the
+    same inputs (same pi), and the batch's expected suffix cost is its budget."""
+    trainer = make_trainer(tmp_path, allocator="pair_batch", max_steps=1, shrink_to_skill=False)
+    trainer.train()
+    draw = trainer.last_draw
+    inputs = StepInputs.from_ratio(draw.p_hat, draw.c_hat, draw.prefix_done,
+                                   budget_ratio=trainer.pair_args.budget_ratio)
+    plan = plan_continuations(inputs, allocator="pair_batch", rng=0,
+                              pi_min=trainer.pair_args.pi_min)
+    np.testing.assert_allclose(draw.pi, plan.pi, rtol=0, atol=1e-6)
+    logs = [e for e in trainer.state.log_history if "pair/suffix_tokens" in e]
+    assert logs and np.isfinite(logs[0]["pair/ess"])
 
 
 def test_shrink_to_skill_must_be_a_bool(tmp_path):

@@ -73,7 +73,7 @@ def test_callback_writes_populations_that_pairht_audit_reads(tmp_path):
     assert step == 1
     again = width_advice(load_population(cb.written[0]), trainer.args.budget_ratio,
                          pi_min=trainer.args.pi_min, seed=1)
-    assert adv == again and adv.choice in ("pair", "grpo_small")
+    assert adv == again and adv.choice in ("pair", "pair_batch", "grpo_small")
     assert adv.choice == "grpo_small" or adv.ratio < 1.0  # PAIR only when better (confidently)
     assert 0.0 < adv.generated < 1.0 and 0.0 < adv.group_size < G
     out = tmp_path / "report"

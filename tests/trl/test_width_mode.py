@@ -109,7 +109,12 @@ def test_audit_callback_switches_the_width_to_its_verdict(tmp_path):
     assert a.width == "whole"
     assert a.whole_group_size == pytest.approx(min(max(adv.group_size, 2.0), G))
     assert trainer.last_draw.prefix_len.sum() == 0  # step 2 ran small-group GRPO
-    # a PAIR verdict switches back
-    cb._decision = ("prefixes", None)
+    # a PAIR verdict switches back, to the verdict's prefix rule
+    cb._decision = ("prefixes", None, "pair_batch")
     cb._switch()
-    assert a.width == "prefixes"
+    assert (a.width, a.allocator) == ("prefixes", "pair_batch")
+    cb._decision = ("whole", 3.0, None)  # GRPO keeps the rule for when the prefixes come back
+    cb._switch()
+    assert (a.width, a.whole_group_size, a.allocator) == ("whole", 3.0, "pair_batch")
+    with pytest.raises(ValueError, match="allocator must be a rule of PAIR's program"):
+        trainer.set_width("prefixes", None, "uniform")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +18,7 @@ from pairht.audit.base import AuditConfig, finished_mask, suffix_costs
 from pairht.audit.population import Population
 from pairht.audit.runner import run_audit
 from pairht.audit.summary import compare_to_baselines
-from pairht.audit.width import CONFIDENCE, N_BOOT, confidently_lower
+from pairht.audit.width import CONFIDENCE, N_BOOT, PREFIX_OPTIONS, confidently_lower
 from pairht.estimators import pair_gradient
 
 
@@ -28,19 +29,24 @@ class WidthAdvice:
     Attributes
     ----------
     choice : str
-        ``"pair"`` (generate every prefix, continue a subset) or ``"grpo_small"`` (``G'``
-        whole completions): ``"pair"`` only when its exact MSE is below GRPO's with the
-        confidence ``pair_width`` asks of history (the :data:`pairht.audit.width.CONFIDENCE`
-        quantile of the bootstrap ratio over prompts below 1); ``"none"`` when every prompt's
-        rewards tie (both MSEs 0, ``ratio`` NaN).
+        A prefix rule (``"pair"``: every prefix, then a subset continued, each prompt at its
+        own budget; ``"pair_batch"``: the same with one budget for the batch) or
+        ``"grpo_small"`` (``G'`` whole completions): the prefix rule with the lower mean exact
+        MSE (``option``), only when it is below GRPO's with the confidence ``pair_width`` asks
+        of history (the :data:`pairht.audit.width.CONFIDENCE` quantile of the bootstrap ratio
+        over prompts below 1); ``"none"`` when every prompt's rewards tie (all MSEs 0,
+        ``ratio`` NaN).
     ratio : float
-        ``mean_q MSE_pair / mean_q MSE_grpo_small`` (< 1: the prefixes pay).
+        ``mean_q MSE_option / mean_q MSE_grpo_small`` (< 1: the prefixes pay).
     low, high : float
         95% percentile bootstrap interval of ``ratio`` over prompts.
     group_size : float
         ``G'``: the whole completions per prompt that cost what PAIR generates.
     generated : float
         What both generate, over the tokens of generating every candidate whole.
+    option : str
+        The prefix rule ``ratio`` is about: of the rules asked about, the one with the lower
+        mean exact MSE (the first on a tie).
     """
 
     choice: str
@@ -49,50 +55,59 @@ class WidthAdvice:
     high: float
     group_size: float
     generated: float
+    option: str = "pair"
 
     def line(self) -> str:
         """One sentence for logs."""
         if self.choice == "none":
             return ("no verdict: every prompt's rewards tie in this population (both exact MSEs "
                     "are 0), so it cannot tell PAIR from small-group GRPO")
-        verdict = ("the prefixes pay" if self.choice == "pair" else
+        verdict = (f"the prefixes pay ({self.choice})" if self.choice != "grpo_small" else
                    f"small-group GRPO with G' = {self.group_size:.2f} whole completions is better")
-        return (f"PAIR's exact MSE is {self.ratio:.3f}x small-group GRPO's at the same "
+        return (f"PAIR's ({self.option}) exact MSE is {self.ratio:.3f}x small-group GRPO's at "
+                f"the same "
                 f"generated tokens ({self.generated:.3f} of generating every candidate whole; "
                 f"95% interval over prompts [{self.low:.3f}, {self.high:.3f}]): {verdict}")
 
 
 def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: float = 0.08,
-                 seed: int = 0) -> WidthAdvice:
+                 seed: int = 0, options: Sequence[str] = PREFIX_OPTIONS) -> WidthAdvice:
     r"""Do the prefixes pay on ``population``? PAIR against small-group GRPO, exactly.
 
-    Runs the audit's ``pair`` (PAIR's default) and ``grpo_small`` rows (``G'`` whole
-    completions at PAIR's total generated tokens) at ``budget_ratio`` with exact metrics only,
-    and reports their exact MSE ratio with a bootstrap interval over prompts; the verdict
-    follows ``pair_width``'s rule (PAIR only when confidently better). A population from
-    the live policy (the TRL adapter's ``AuditCallback``) is the history a width choice reads.
+    Runs the audit's prefix rules ``options`` (default ``pair``, PAIR's default, and
+    ``pair_batch``, the same with one budget for the batch) and ``grpo_small`` (``G'`` whole
+    completions at PAIR's total generated tokens) at ``budget_ratio`` with exact metrics only;
+    takes the prefix rule with the lower mean exact MSE and reports its ratio to GRPO with a
+    bootstrap interval over prompts. The verdict follows ``pair_width``'s rule (a prefix rule
+    only when confidently better than GRPO). A population from the live policy (the TRL
+    adapter's ``AuditCallback``) is the history a width choice reads.
 
     Examples
     --------
     >>> from pairht.audit import synthetic_population
     >>> adv = width_advice(synthetic_population(6, 8, prefix_tokens=8, rng=0), 0.5)
-    >>> adv.choice in ("pair", "grpo_small"), adv.low <= adv.ratio <= adv.high
+    >>> adv.choice in ("pair", "pair_batch", "grpo_small"), adv.low <= adv.ratio <= adv.high
     (True, True)
     """
+    opts = list(options)
+    if not opts or len(set(opts)) != len(opts) or "grpo_small" in opts:
+        raise ValueError(f"options must name distinct prefix rules (audit rows other than "
+                         f"'grpo_small'); got options = {options!r}")
     cfg = AuditConfig(budget_ratio=budget_ratio, pi_min=pi_min, seed=seed)
-    res = run_audit(population, rows=["grpo_small", "pair"], config=cfg, n_draws=0)
-    cmp = compare_to_baselines(res, "pair", baselines=("grpo_small",), seed=seed)
+    res = run_audit(population, rows=["grpo_small", *opts], config=cfg, n_draws=0)
+    mse = {k: res.row(k).per_prompt["mse_exact"] for k in ("grpo_small", *opts)}
+    best = opts[int(np.argmin([mse[k].mean() for k in opts]))]  # ties: the first
+    cmp = compare_to_baselines(res, best, baselines=("grpo_small",), seed=seed)
     grpo = res.row("grpo_small")
-    # A population without reward contrast has MSE 0 for both options (ratio NaN): no verdict.
-    # PAIR only when it is confidently better, as pair_width decides (pairht.audit.width).
-    mse = {k: res.row(k).per_prompt["mse_exact"] for k in ("pair", "grpo_small")}
-    sure = confidently_lower(mse["pair"], mse["grpo_small"], CONFIDENCE, N_BOOT,
+    # A population without reward contrast has MSE 0 for every option (ratio NaN): no
+    # verdict. A prefix rule only when it is confidently better, as pair_width decides.
+    sure = confidently_lower(mse[best], mse["grpo_small"], CONFIDENCE, N_BOOT,
                              np.random.default_rng(np.random.SeedSequence([int(seed), 37])))
-    choice = "none" if not np.isfinite(cmp.ratio) else "pair" if sure else "grpo_small"
+    choice = "none" if not np.isfinite(cmp.ratio) else best if sure else "grpo_small"
     return WidthAdvice(choice=choice, ratio=cmp.ratio,
                        low=cmp.low, high=cmp.high,
                        group_size=float(grpo.metrics["budget_scale"]) * population.group_size,
-                       generated=float(grpo.metrics["generated_exact"]))
+                       generated=float(grpo.metrics["generated_exact"]), option=best)
 
 
 def _check_width(width: object, G: int) -> int:

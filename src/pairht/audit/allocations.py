@@ -30,7 +30,7 @@ import numpy as np
 
 from pairht.audit.base import AuditConfig, RowUnavailable, finished_mask, suffix_costs
 from pairht.audit.population import Population
-from pairht.step import StepInputs, get_allocator
+from pairht.step import StepInputs, get_allocator, program_allocators
 from pairht.step.pair_program import PROXIES as STEP_PROXIES
 
 #: Edge proxies a ``pair`` row can name (the step's, less a user-given energy matrix).
@@ -101,7 +101,7 @@ def allocation(name: str, pop: Population, scale: float, cfg: AuditConfig,
     allocator = get_allocator(name)  # the registry names the rules (ValueError otherwise)
     inputs = step_inputs(pop, scale)
     opts: dict[str, Any] = {}
-    if name == "pair":
+    if name in program_allocators():
         kind = cfg.proxy if proxy is None else proxy
         if kind not in PROXIES:
             raise ValueError(f"proxy must be one of {PROXIES}; got {kind!r}")
@@ -111,7 +111,8 @@ def allocation(name: str, pop: Population, scale: float, cfg: AuditConfig,
                 raise RowUnavailable("the score_norm proxy needs m_hat in the population")
             opts["score_norm"] = pop.m_hat
     elif size is not None:
-        raise ValueError(f"size applies to allocator 'pair' only; got size={size!r} for {name!r}")
+        raise ValueError(f"size applies to allocators {program_allocators()} only; got "
+                         f"size={size!r} for {name!r}")
     pi, info = allocator.pi(inputs, pi_min=cfg.pi_min, **opts)
     notes = []
     bad = ~np.asarray(info.get("converged", True), dtype=bool)

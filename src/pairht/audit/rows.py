@@ -74,6 +74,7 @@ from pairht.audit.base import (
     two_phase_accounting,
 )
 from pairht.audit.population import Population
+from pairht.audit.width import PREFIX_OPTIONS
 from pairht.designs import Bernoulli, MixedSize, make_design
 from pairht.step import group_design
 from pairht.step.embedding import below_fixed_size, fixed_base
@@ -535,14 +536,15 @@ class ChoiceRow(AuditRow):
 class PairWidth(ChoiceRow):
     """PAIR deciding its prefix width from history (:mod:`pairht.audit.width`).
 
-    Per fold of prompts, small-group GRPO (``G'`` whole completions, no prefixes) or PAIR's
-    default (every prefix, then the selected suffixes), whichever had the lower exact MSE on
-    the other folds; both at the same total generated tokens. GRPO first: on a tie the
-    prefixes are not worth generating.
+    Per fold of prompts, small-group GRPO (``G'`` whole completions, no prefixes), PAIR's
+    default (every prefix, then the selected suffixes, each prompt at its own budget) or PAIR
+    with one budget for the batch (``pair_batch``), whichever had the lowest exact MSE on the
+    other folds, a prefix option only when confidently below GRPO; all at the same total
+    generated tokens. GRPO first: on a tie the prefixes are not worth generating.
     """
 
     key, label, group, unbiased = "pair_width", "PAIR, width from history", "practical", True
-    options = ("grpo_small", "pair")
+    options = ("grpo_small", *PREFIX_OPTIONS)
 
 
 @register_row
@@ -559,6 +561,28 @@ class PairDefaultLengthEnergy(VertexRow):
     key, label, group, unbiased = ("pair_length_energy", "PAIR (default), length-energy proxy",
                                    "proxy", True)
     proxy, size = "length_energy", DEFAULT_SIZE
+    design, step_design = "conditional_poisson", True
+
+
+@register_row
+class PairBatch(VertexRow):
+    """PAIR's default design with one budget for the batch (allocator ``pair_batch``): split
+    across prompts by PAIR's value curves, then the default program in each prompt."""
+
+    key, label, group, unbiased = ("pair_batch", "PAIR (default), one budget for the batch",
+                                   "practical", True)
+    allocation, size = "pair_batch", DEFAULT_SIZE
+    design, step_design = "conditional_poisson", True
+
+
+@register_row
+class PairDefaultScoreNorm(VertexRow):
+    """PAIR's default design with the score-norm proxy ``a_ij = d_ij (m_i + m_j)^2 / 4``
+    (``proxy="score_norm"``; needs ``m_hat``)."""
+
+    key, label, group, unbiased = ("pair_score_norm_cps", "PAIR (default), score-norm proxy",
+                                   "proxy", True)
+    proxy, size = "score_norm", DEFAULT_SIZE
     design, step_design = "conditional_poisson", True
 
 

@@ -48,6 +48,11 @@ CONFIDENCE = 0.75
 #: Bootstrap resamples of the seen prompts per fold.
 N_BOOT = 400
 
+#: The prefix rules a width choice weighs against small-group GRPO (audit row keys, also
+#: allocator names): PAIR's default, each prompt at its own budget, and PAIR with one budget
+#: for the batch (``pair_width``'s options after GRPO; :func:`pairht.audit.width_advice`).
+PREFIX_OPTIONS: tuple[str, ...] = ("pair", "pair_batch")
+
 
 def prompt_folds(n_prompts: int, *, n_folds: int = N_FOLDS, seed: int = 0) -> np.ndarray:
     """Fold index of every prompt: a seeded permutation cut into ``min(n_folds, P)`` parts.

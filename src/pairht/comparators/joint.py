@@ -65,6 +65,36 @@ def _costs(c_hat: np.ndarray, finished: np.ndarray) -> np.ndarray:
     return np.where(finished, FINISHED_COST * cmax, c_hat)
 
 
+def split_grid(curves: np.ndarray) -> np.ndarray:
+    r"""The exact split of ``W`` grid steps over prompts with value curves ``curves``.
+
+    ``curves[b, m]`` is prompt ``b``'s variance proxy with ``m`` grid steps of budget
+    (``m = 0 .. W``); the split minimises ``sum_b curves[b, m_b]`` subject to
+    ``sum_b m_b = W``: greedy on the marginal decreases ``curves[b, m] - curves[b, m + 1]``
+    where every curve is discretely convex (exact, :func:`greedy_allocation`; steps of zero
+    gain are spent too, so the whole budget is placed), dynamic programming where solver
+    noise breaks convexity (:func:`dp_allocation`), whose leftover steps (gains <= 0 at its
+    optimum) then go one at a time to the prompt whose next step costs least.
+
+    Examples
+    --------
+    >>> split_grid(np.array([[4.0, 2.0, 1.0], [1.0, 0.5, 0.4]])).tolist()
+    [2, 0]
+    """
+    B, W1 = curves.shape
+    W = W1 - 1
+    gains = curves[:, :-1] - curves[:, 1:]
+    lower = np.zeros(B, dtype=np.int64)
+    upper = np.full(B, W, dtype=np.int64)
+    if is_concave(gains, np.ones_like(gains, dtype=bool)):
+        return greedy_allocation(gains, lower, upper, W, spend_zero_gain=True)
+    steps = dp_allocation(-curves, lower, upper, W)
+    while steps.sum() < W:  # the whole budget is spent: top up where it hurts least
+        nxt = np.where(steps < W, gains[np.arange(B), np.minimum(steps, W - 1)], -np.inf)
+        steps[int(np.argmax(nxt))] += 1
+    return steps
+
+
 def pair_joint_allocate(
     p_hat: np.ndarray,
     c_hat: np.ndarray,
@@ -136,14 +166,7 @@ def pair_joint_allocate(
                        beta[active].T, pi_min=pi_min, proxy=proxy,
                        covariance_term=covariance_term, fallback=True)
         curves[active] = res.objective.T
-    gains = curves[:, :-1] - curves[:, 1:]
-    lower = np.zeros(B, dtype=np.int64)
-    upper = np.full(B, grid, dtype=np.int64)
-    valid = np.ones_like(gains, dtype=bool)
-    if is_concave(gains, valid):
-        steps = greedy_allocation(gains, lower, upper, grid, spend_zero_gain=True)
-    else:
-        steps = dp_allocation(-curves, lower, upper, grid)
+    steps = split_grid(curves)
     budgets = levels[np.arange(B), steps]
     pi = np.ones((B, G))
     status = np.full(B, "full", dtype=object)

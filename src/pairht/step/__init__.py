@@ -11,6 +11,7 @@ from pairht.step.allocators import (
     Allocator,
     allocator_names,
     get_allocator,
+    program_allocators,
     register_allocator,
 )
 from pairht.step.embedding import WithFinished, unfinished_design, unfinished_mixture
@@ -28,6 +29,7 @@ __all__ = [
     "group_design",
     "plan_continuations",
     "plan_metrics",
+    "program_allocators",
     "register_allocator",
     "shrink_predictions",
     "unfinished_design",

@@ -18,7 +18,9 @@ accounting):
   (:func:`pairht.allocation.pointwise_allocation`);
 * ``"pair"`` -- PAIR's convex program with the finished candidates fixed at 1 (their edges
   folded into ``b``), by default at fixed size: the two sizes neighbouring uniform SRSWOR's,
-  mixed (:mod:`pairht.step.pair_program`).
+  mixed (:mod:`pairht.step.pair_program`);
+* ``"pair_batch"`` -- one budget for the batch: split across prompts by their PAIR value
+  curves, then ``"pair"`` in each prompt at its share (same sizes, proxies and designs).
 """
 
 from __future__ import annotations
@@ -138,6 +140,12 @@ def get_allocator(name: str) -> Allocator:
     if not isinstance(name, str) or name not in ALLOCATORS:
         raise ValueError(f"allocator must be one of {allocator_names()}; got {name!r}")
     return ALLOCATORS[name]
+
+
+def program_allocators() -> tuple[str, ...]:
+    """The allocators that solve PAIR's program (``takes_size``): they take its ``size``,
+    ``proxy``, ``covariance_term``, ``warm_start`` and solver options."""
+    return tuple(n for n in allocator_names() if getattr(ALLOCATORS[n], "takes_size", False))
 
 
 def allocator_names() -> list[str]:
@@ -327,3 +335,101 @@ class PairAllocator:
         for key in ("converged", "kkt_residual", "fallback_used"):
             info[key] = getattr(sol, key)
         return sol.pi, info
+
+
+@register_allocator("pair_batch")
+class PairBatchAllocator:
+    r"""PAIR with one suffix budget for the batch, split across prompts by PAIR's own proxy.
+
+    The batch estimator is the sum of independent per-prompt estimators, so its variance is
+    the sum of theirs and one budget ``T = sum_b budget_b`` is best spent where a prompt's
+    proxy falls fastest. Two levels:
+
+    1. **Split.** Prompt ``b``'s value curve ``V_b(beta)`` is the optimal value of PAIR's
+       Bernoulli program (the ``"pair"`` rule with ``size=None``, same ``proxy`` and options)
+       at budget ``beta``: convex and nonincreasing in ``beta`` (the optimal value of a
+       convex program as a function of its right-hand side). It is evaluated on the grid
+       ``beta_b(m) = min(floor_b + m delta, full_b)``, ``floor_b = pi_min sum_u c_u``
+       (what every prompt must spend), ``delta = (min(T, sum_b full_b) - sum_b floor_b) /
+       grid``, and the ``grid`` steps are split exactly
+       (:func:`pairht.comparators.joint.split_grid`).
+    2. **Within a prompt.** The ``"pair"`` rule at ``budget_b = beta_b(m_b)``, with its
+       ``size`` (``plan_continuations`` passes ``"auto"``: PAIR's default fixed-size design).
+
+    The split is a deterministic function of the predictions, fixed before any suffix is
+    drawn, so every ``pi`` is exact and the pair-HT estimator stays unbiased (``pi >=
+    pi_min``). A prompt whose proxy is flat (every prediction says its candidates agree)
+    keeps only its floor; its budget goes to prompts where a contrast is predicted. The
+    batch's expected cost is ``T`` (to the solver's tolerance); single prompts may spend
+    more or less than their own ``budget_b`` (``info["prompt_budget"]`` holds their share).
+
+    Options: those of ``"pair"`` and ``grid`` (64).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pairht.step import StepInputs
+    >>> x = StepInputs.from_ratio([[0.5, 0.5, 0.5, 0.5], [0.99, 0.99, 0.99, 0.99]],
+    ...                           np.full((2, 4), 10.0), np.zeros((2, 4), bool), 0.5)
+    >>> pi, info = ALLOCATORS["pair_batch"].pi(x, grid=16)
+    >>> bool(info["prompt_budget"][0] > info["prompt_budget"][1])  # the uncertain prompt
+    True
+    >>> round(float((pi * 10.0).sum()), 6)                        # the batch's budget
+    40.0
+    """
+
+    name = "pair_batch"
+    takes_size = True
+
+    def pi(self, inputs: StepInputs, *, pi_min: float = 0.08, proxy: str = "disagreement",
+           covariance_term: bool = True, size: int | str | None = None, grid: int = 64,
+           warm_start: np.ndarray | None = None, **solver: Any,
+           ) -> tuple[np.ndarray, dict[str, Any]]:
+        import dataclasses
+
+        from pairht.comparators.joint import split_grid
+
+        if isinstance(grid, (bool, np.bool_)) or not isinstance(grid, (int, np.integer)) \
+                or grid < 1:
+            raise ValueError(f"grid must be a positive int (steps of the batch's budget split "
+                             f"across prompts); got {grid!r}")
+        lo = check_floor(inputs, pi_min)
+        B = inputs.shape[0]
+        full = inputs.full_cost
+        floor = lo * full
+        total = min(float(inputs.budget.sum()), float(full.sum()))
+        delta = max(total - float(floor.sum()), 0.0) / grid
+        levels = np.minimum(floor[:, None] + delta * np.arange(grid + 1)[None, :], full[:, None])
+        curves = _program_curves(inputs, levels, lo, proxy, covariance_term, solver)
+        budgets = levels[np.arange(B), split_grid(curves)]
+        share = dataclasses.replace(inputs, budget=budgets)
+        pi, info = PairAllocator().pi(share, pi_min=lo, proxy=proxy,
+                                      covariance_term=covariance_term, size=size,
+                                      warm_start=warm_start, **solver)
+        info["prompt_budget"] = budgets
+        info["unspent_budget"] = inputs.budget - expected_cost(inputs, pi)
+        info["grid_step"] = delta
+        return pi, info
+
+
+def _program_curves(inputs: StepInputs, levels: np.ndarray, pi_min: float, proxy: str,
+                    covariance_term: bool, solver: dict[str, Any]) -> np.ndarray:
+    """``(B, W)`` optimal values of PAIR's Bernoulli program at the budgets ``levels``: every
+    (level, prompt) one row of a stacked batch, one solve."""
+    from pairht.allocation.kkt import proxy_value
+    from pairht.step.pair_program import program_terms, solve_pair
+
+    B, W = levels.shape
+
+    def tile(x: Any) -> Any:  # every (level, prompt) as one row of a stacked batch, level-major
+        return None if x is None else np.tile(np.asarray(x), (W,) + (1,) * (np.ndim(x) - 1))
+
+    stacked = StepInputs(p_hat=tile(inputs.p_hat), c_hat=tile(inputs.c_hat),
+                         finished=tile(inputs.finished), budget=levels.T.reshape(-1),
+                         prefix_tokens=tile(inputs.prefix_tokens))
+    extra = {k: tile(v) if k in ("score_norm", "energy") else v for k, v in solver.items()}
+    sol = solve_pair(stacked, pi_min=pi_min, proxy=proxy, covariance_term=covariance_term,
+                     size=None, **extra)
+    a, b = program_terms(stacked, proxy, covariance_term, extra.get("score_norm"),
+                         extra.get("energy"))
+    return np.asarray(proxy_value(sol.pi, a, b)).reshape(W, B).T
