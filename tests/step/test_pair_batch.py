@@ -126,6 +126,12 @@ def test_bad_grid_is_refused_naming_it(grid):
         ALLOCATORS["pair_batch"].pi(_inputs(), grid=grid)
 
 
+def test_an_unknown_option_is_refused_not_ignored():
+    with pytest.raises(TypeError, match=r"allocator 'pair_batch' got unexpected options "
+                                        r"\['tolerance'\]"):
+        ALLOCATORS["pair_batch"].pi(_inputs(), tolerance=1e-3)
+
+
 def test_budget_below_the_floor_is_refused():
     x = _inputs()
     y = StepInputs(x.p_hat, x.c_hat, x.finished, 0.01 * x.full_cost)

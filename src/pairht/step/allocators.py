@@ -359,9 +359,11 @@ class PairBatchAllocator:
     The split is a deterministic function of the predictions, fixed before any suffix is
     drawn, so every ``pi`` is exact and the pair-HT estimator stays unbiased (``pi >=
     pi_min``). A prompt whose proxy is flat (every prediction says its candidates agree)
-    keeps only its floor; its budget goes to prompts where a contrast is predicted. The
-    batch's expected cost is ``T`` (to the solver's tolerance); single prompts may spend
-    more or less than their own ``budget_b`` (``info["prompt_budget"]`` holds their share).
+    keeps only its floor; its budget goes to prompts where a contrast is predicted. With
+    ``size=None`` the batch's expected cost is ``T`` (to the solver's tolerance); a
+    fixed-size program may leave part of a prompt's share unspent, as ``"pair"`` does (the
+    size row binds first; ``info["unspent_budget"]``). Single prompts may spend more or less
+    than their own ``budget_b`` (``info["prompt_budget"]`` holds their share).
 
     Options: those of ``"pair"`` and ``grid`` (64).
 
@@ -389,6 +391,9 @@ class PairBatchAllocator:
 
         from pairht.comparators.joint import split_grid
 
+        unknown = sorted(set(solver) - {"score_norm", "energy", "tol", "max_iter"})
+        if unknown:  # refused before the curves are solved, as "pair" refuses them
+            raise TypeError(f"allocator 'pair_batch' got unexpected options {unknown}")
         if isinstance(grid, (bool, np.bool_)) or not isinstance(grid, (int, np.integer)) \
                 or grid < 1:
             raise ValueError(f"grid must be a positive int (steps of the batch's budget split "
