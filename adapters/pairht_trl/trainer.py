@@ -589,7 +589,9 @@ class PairGRPOTrainer(GRPOTrainer):
         a = self.pair_args
         size = a.whole_group_size if whole_group_size is None else whole_group_size
         rule = a.allocator if allocator is None else allocator
-        if rule not in program_allocators():
+        if allocator is not None and rule not in program_allocators():
+            # Only PAIR's program rules are a width verdict's prefix options; without an
+            # allocator the current rule stays, checked by check_width ("whole" needs one).
             raise ValueError(f"allocator must be a rule of PAIR's program "
                              f"{program_allocators()} to switch widths; got {rule!r}")
         assert a.num_generations is not None  # resolved by GRPOConfig

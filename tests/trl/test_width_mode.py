@@ -118,3 +118,4 @@ def test_audit_callback_switches_the_width_to_its_verdict(tmp_path):
     assert (a.width, a.whole_group_size, a.allocator) == ("whole", 3.0, "pair_batch")
     with pytest.raises(ValueError, match="allocator must be a rule of PAIR's program"):
         trainer.set_width("prefixes", None, "uniform")
+    assert a.allocator == "pair_batch"  # a refused switch changes nothing
