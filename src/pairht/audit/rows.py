@@ -496,8 +496,18 @@ class MarginalOnly(VertexRow):
     unbiased = True  # under the Bernoulli design rho_ij = pi_i pi_j exactly
 
 
+class DefaultDesignRow(VertexRow):
+    """A rule of PAIR's program on PAIR's default design, as the step draws it: the two sizes
+    around the budget's uniform size (mixed) over the unfinished candidates, conditional
+    Poisson components, HT weights from the mixture's joints. Subclasses name the rule
+    (``allocation``) and the proxy."""
+
+    size = DEFAULT_SIZE
+    design, step_design = "conditional_poisson", True
+
+
 @register_row
-class Pair(VertexRow):
+class Pair(DefaultDesignRow):
     """PAIR's default, exactly as :func:`pairht.step.plan_continuations` runs it by default.
 
     The fixed-size program at the two sizes neighbouring uniform SRSWOR's (mixed; a prompt
@@ -508,8 +518,7 @@ class Pair(VertexRow):
     """
 
     key, label, group, unbiased = "pair", "PAIR (default: fixed size)", "paper", True
-    proxy, size = DEFAULT_PROXY, DEFAULT_SIZE
-    design, step_design = "conditional_poisson", True
+    proxy = DEFAULT_PROXY
 
 
 class ChoiceRow(AuditRow):
@@ -555,35 +564,32 @@ class PairBernoulli(VertexRow):
 
 
 @register_row
-class PairDefaultLengthEnergy(VertexRow):
+class PairDefaultLengthEnergy(DefaultDesignRow):
     """PAIR's default design with the length-energy proxy (``proxy="length_energy"``)."""
 
     key, label, group, unbiased = ("pair_length_energy", "PAIR (default), length-energy proxy",
                                    "proxy", True)
-    proxy, size = "length_energy", DEFAULT_SIZE
-    design, step_design = "conditional_poisson", True
+    proxy = "length_energy"
 
 
 @register_row
-class PairBatch(VertexRow):
+class PairBatch(DefaultDesignRow):
     """PAIR's default design with one budget for the batch (allocator ``pair_batch``): split
     across prompts by PAIR's value curves, then the default program in each prompt."""
 
     key, label, group, unbiased = ("pair_batch", "PAIR (default), one budget for the batch",
                                    "practical", True)
-    allocation, size = "pair_batch", DEFAULT_SIZE
-    design, step_design = "conditional_poisson", True
+    allocation = "pair_batch"
 
 
 @register_row
-class PairDefaultScoreNorm(VertexRow):
+class PairDefaultScoreNorm(DefaultDesignRow):
     """PAIR's default design with the score-norm proxy ``a_ij = d_ij (m_i + m_j)^2 / 4``
     (``proxy="score_norm"``; needs ``m_hat``)."""
 
     key, label, group, unbiased = ("pair_score_norm_cps", "PAIR (default), score-norm proxy",
                                    "proxy", True)
-    proxy, size = "score_norm", DEFAULT_SIZE
-    design, step_design = "conditional_poisson", True
+    proxy = "score_norm"
 
 
 @register_row

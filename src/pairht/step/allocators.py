@@ -162,6 +162,18 @@ def _info(B: int, status: str | np.ndarray, unspent: np.ndarray, design: str,
             "design": design, **extra}
 
 
+#: Options of PAIR's program a rule passes through to the solver (besides its own keywords).
+SOLVER_OPTIONS = frozenset({"score_norm", "energy", "tol", "max_iter"})
+
+
+def check_solver_options(name: str, solver: dict[str, Any]) -> None:
+    """TypeError naming the options of ``solver`` that PAIR's program rule ``name`` does not
+    take (an unknown option is refused, not ignored)."""
+    unknown = sorted(set(solver) - SOLVER_OPTIONS)
+    if unknown:
+        raise TypeError(f"allocator {name!r} got unexpected options {unknown}")
+
+
 def check_floor(inputs: StepInputs, pi_min: float) -> float:
     r"""``pi_min`` checked, and every budget at least the floor's cost ``pi_min sum_u c_u``."""
     lo = check_pi_min(pi_min)
@@ -320,9 +332,8 @@ class PairAllocator:
            ) -> tuple[np.ndarray, dict[str, Any]]:
         from pairht.step.pair_program import solve_pair
 
-        unknown = sorted(set(solver) - {"score_norm", "energy", "tol", "max_iter"})
-        if unknown:  # refused even when no group needs the solver (all closed form)
-            raise TypeError(f"allocator 'pair' got unexpected options {unknown}")
+        # refused even when no group needs the solver (all closed form)
+        check_solver_options(self.name, solver)
         lo = check_floor(inputs, pi_min)
         sol = solve_pair(inputs, pi_min=lo, proxy=proxy, covariance_term=covariance_term,
                          size=size, warm_start=warm_start, **solver)
@@ -391,9 +402,7 @@ class PairBatchAllocator:
 
         from pairht.comparators.joint import split_grid
 
-        unknown = sorted(set(solver) - {"score_norm", "energy", "tol", "max_iter"})
-        if unknown:  # refused before the curves are solved, as "pair" refuses them
-            raise TypeError(f"allocator 'pair_batch' got unexpected options {unknown}")
+        check_solver_options(self.name, solver)  # before the curves are solved
         if isinstance(grid, (bool, np.bool_)) or not isinstance(grid, (int, np.integer)) \
                 or grid < 1:
             raise ValueError(f"grid must be a positive int (steps of the batch's budget split "
