@@ -90,6 +90,24 @@ def allocators() -> tuple[str, ...]:
     return tuple(allocator_names())
 
 
+def prefix_rules() -> tuple[str, ...]:
+    """The prefix rules a width verdict may switch to (:data:`pairht.step.PREFIX_RULES`:
+    ``"pair"``, ``"pair_batch"``, ``"pair_strata"``)."""
+    from pairht.step import PREFIX_RULES
+
+    return PREFIX_RULES
+
+
+def rule_design(allocator: str, anchor_pair: bool) -> str | None:
+    """The design a rule runs when none is named: PAIR's default design for a rule of PAIR's
+    program (fixed size over the unfinished candidates, ``"conditional_poisson"``; the anchor
+    pair is defined on the Bernoulli design only), else ``None``, the allocator's own (e.g.
+    ``"stratified"`` for ``"pair_strata"``; :mod:`pairht.step`)."""
+    if allocator in program_allocators():
+        return "bernoulli" if anchor_pair else "conditional_poisson"
+    return None
+
+
 def program_allocators() -> tuple[str, ...]:
     """The allocation rules that solve PAIR's program and take its size, proxy and warm start
     (:func:`pairht.step.program_allocators`: ``"pair"``, ``"pair_batch"``)."""
@@ -141,10 +159,10 @@ def check_width(width: Any, whole_group_size: Any, num_generations: int,
                 "the end; set whole_group_size (e.g. the G' that pairht.audit.width_advice "
                 "reports)"
             )
-        if allocator not in program_allocators():
+        if allocator not in prefix_rules():
             raise ValueError(
-                f"allocator must stay 'pair' (or another rule of PAIR's program: "
-                f"{', '.join(program_allocators())}) with width='whole': that width runs "
+                f"allocator must stay 'pair' (or another prefix rule a width verdict chooses: "
+                f"{', '.join(prefix_rules())}) with width='whole': that width runs "
                 f"small-group GRPO (a uniform subset, no allocation) and the allocator applies "
                 f"to width='prefixes' only; got allocator={allocator!r}"
             )
@@ -574,11 +592,10 @@ class PairGRPOConfig(GRPOConfig):
                 setattr(self, name, value)
                 if value != _trl_default(name):
                     changed.append(name)
-        if self.design is None and self.allocator in program_allocators():
-            # PAIR's default design (issue 14, docs/step.md): fixed size over the unfinished
-            # candidates; the anchor pair is defined on the Bernoulli design only. Else None:
+        if self.design is None:
+            # PAIR's default design (issue 14, docs/step.md) for PAIR's program, else None:
             # the allocator's own design (pairht.step).
-            self.design = "bernoulli" if self.anchor_pair else "conditional_poisson"
+            self.design = rule_design(self.allocator, self.anchor_pair)
         length = self.max_completion_length
         if self.tau is None:
             self.tau = TAU_DEFAULT if length is None else max(1, min(TAU_DEFAULT, length // 4))

@@ -99,7 +99,13 @@ from pairht_trl.advantages import (
     pair_advantages_torch,
     standardise_advantages,
 )
-from pairht_trl.config import FIXED_SIZE_DESIGNS, PairGRPOConfig, program_allocators
+from pairht_trl.config import (
+    FIXED_SIZE_DESIGNS,
+    PairGRPOConfig,
+    prefix_rules,
+    program_allocators,
+    rule_design,
+)
 from pairht_trl.distributed import (
     _process_local_reward_gather,
     broadcast_from_main,
@@ -579,8 +585,10 @@ class PairGRPOTrainer(GRPOTrainer):
         """Switch the generation width from the next generation batch on (``"prefixes"``:
         PAIR; ``"whole"``: ``whole_group_size`` whole completions per group, small-group
         GRPO), checked by the config's rule (:func:`pairht_trl.config.check_width`), and with
-        ``allocator`` the rule of PAIR's program the prefixes run (``"pair"``: each prompt at
-        its own budget; ``"pair_batch"``: one budget for the batch). Every batch's design is
+        ``allocator`` the prefix rule the prefixes run (``"pair"``: each prompt at its own
+        budget; ``"pair_batch"``: one budget for the batch; ``"pair_strata"``: predicted
+        outcomes as strata; :data:`pairht.step.PREFIX_RULES`; a new rule brings its own
+        design, :func:`pairht_trl.config.rule_design`). Every batch's design is
         drawn and logged before its rewards, so switching between batches keeps each batch's
         estimator exact. :class:`~pairht_trl.audit_mode.AuditCallback`
         (``switch_width=True``) calls it from its audits."""
@@ -589,13 +597,16 @@ class PairGRPOTrainer(GRPOTrainer):
         a = self.pair_args
         size = a.whole_group_size if whole_group_size is None else whole_group_size
         rule = a.allocator if allocator is None else allocator
-        if allocator is not None and rule not in program_allocators():
-            # Only PAIR's program rules are a width verdict's prefix options; without an
-            # allocator the current rule stays, checked by check_width ("whole" needs one).
-            raise ValueError(f"allocator must be a rule of PAIR's program "
-                             f"{program_allocators()} to switch widths; got {rule!r}")
+        if allocator is not None and rule not in prefix_rules():
+            # Only the prefix rules are a width verdict's options; without an allocator the
+            # current rule stays, checked by check_width ("whole" needs a prefix rule).
+            raise ValueError(f"allocator must be a prefix rule {prefix_rules()} to switch "
+                             f"widths; got {rule!r}")
         assert a.num_generations is not None  # resolved by GRPOConfig
         a.width, a.whole_group_size = check_width(width, size, a.num_generations, rule)
+        if rule != a.allocator:
+            # the verdict weighed each rule with its own design: a new rule brings it
+            a.design = rule_design(rule, a.anchor_pair)
         a.allocator = rule
 
     def head_inputs(self, prefix: Any) -> torch.Tensor:

@@ -120,7 +120,7 @@ def test_pair_width_takes_each_prompt_from_its_chosen_option(width_audit):
     choice, chosen = cross_fitted_choice(mse, row.options, seed=cfg.seed)
     w = res.row("pair_width")
     assert w.ok and w.exact_method == "choice"
-    assert 0 < choice.sum() < pop.n_prompts  # this population's folds choose differently
+    assert np.unique(choice).size > 1  # this population's folds choose differently
     np.testing.assert_array_equal(w.per_prompt["mse_exact"], chosen)
     np.testing.assert_array_equal(w.per_prompt["choice"], choice)
     assert w.metrics["mse_exact"] == pytest.approx(chosen.mean(), rel=1e-15)

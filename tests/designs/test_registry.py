@@ -11,6 +11,7 @@ from pairht.designs import (
     DependentRounding,
     MixedSize,
     RandomizedDependentRounding,
+    Stratified,
     make_design,
 )
 
@@ -22,6 +23,7 @@ def test_every_kind_is_registered_under_its_name():
         "dependent_rounding": DependentRounding,
         "randomized_dependent_rounding": RandomizedDependentRounding,
         "mixed_size": MixedSize,
+        "stratified": Stratified,
     }
     for name, cls in DESIGNS.items():
         assert cls.name == name

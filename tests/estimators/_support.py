@@ -19,6 +19,7 @@ from pairht.designs import (
     ConditionalPoisson,
     PositivityWarning,
     RandomizedDependentRounding,
+    Stratified,
 )
 from pairht.designs.anchored import AnchoredPair
 from pairht.testing.strategies import (
@@ -58,6 +59,8 @@ DESIGN_KINDS = {
     "bernoulli": (Bernoulli, False, 8),
     "conditional_poisson": (ConditionalPoisson, True, 9),
     "randomized_dependent_rounding": (_rdr, True, 9),
+    # pi on a grid of quarters: ties make strata of several units (sizes mixed within each)
+    "stratified": (lambda pi: Stratified(np.round(pi * 4.0) / 4.0), False, 8),
     "anchored_bernoulli": (lambda pi: AnchoredPair(Bernoulli(pi)), False, 7),
     "anchored_conditional_poisson": (lambda pi: AnchoredPair(ConditionalPoisson(pi)), True, 7),
 }

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairht.designs import Bernoulli, ConditionalPoisson, DependentRounding
+from pairht.designs import Bernoulli, ConditionalPoisson, DependentRounding, Stratified
 from pairht.estimators import design_covariance, pair_ht_gradient, variance_estimate
 from pairht.estimators.covariance import _bernoulli_sigma, _general_sigma, _pair_coefficients
 from pairht.testing import exact_expectation
@@ -143,6 +143,11 @@ def designs_with_positive_unions(draw, kind):
         pi = draw(fixed_size_inclusion_probabilities(
             4 + excluded, top, allow_zero=False, allow_one=False, n_excluded=excluded))
         design = build(pi)
+    elif kind == "stratified":
+        # levels 0.8 and 1: a stratum of N units draws floor(0.8 N) or one more, so it holds
+        # min(N, 4) of its units with positive probability and every set of 4 is positive
+        pi = draw(inclusion_probabilities(2, top, allow_zero=False))
+        design = Stratified(np.where(pi > 0.5, 1.0, 0.8))
     else:
         design = build(draw(inclusion_probabilities(2, top, allow_zero=False)))
     g = design.n_units

@@ -54,6 +54,29 @@ def test_pair_batch_trains_without_shrinkage_and_its_draw_is_the_steps(tmp_path)
     assert logs and np.isfinite(logs[0]["pair/ess"])
 
 
+def test_pair_strata_trains_with_its_own_stratified_design(tmp_path):
+    """Predicted outcomes as strata: the design defaults to the rule's own (stratified), the
+    trainer's draw is the step's plan on the same inputs, and its joints are the design's."""
+    from pairht.step import group_design
+
+    cfg = make_config(tmp_path, allocator="pair_strata")
+    assert cfg.design is None
+    trainer = make_trainer(tmp_path, allocator="pair_strata", max_steps=1,
+                           shrink_to_skill=False)
+    trainer.train()
+    draw = trainer.last_draw
+    inputs = StepInputs.from_ratio(draw.p_hat, draw.c_hat, draw.prefix_done,
+                                   budget_ratio=trainer.pair_args.budget_ratio)
+    plan = plan_continuations(inputs, allocator="pair_strata", rng=0,
+                              pi_min=trainer.pair_args.pi_min)
+    np.testing.assert_allclose(draw.pi, plan.pi, rtol=0, atol=1e-6)
+    for b in range(plan.pi.shape[0]):
+        d = group_design("stratified", plan.pi[b], draw.prefix_done[b])
+        np.testing.assert_allclose(plan.joint[b], d.joint(), rtol=0, atol=1e-12)
+    logs = [e for e in trainer.state.log_history if "pair/suffix_tokens" in e]
+    assert logs and np.isfinite(logs[0]["pair/ess"])
+
+
 def test_shrink_to_skill_must_be_a_bool(tmp_path):
     with pytest.raises(TypeError, match="shrink_to_skill must be True or False"):
         make_config(tmp_path, shrink_to_skill="no")

@@ -116,6 +116,12 @@ def test_audit_callback_switches_the_width_to_its_verdict(tmp_path):
     cb._decision = ("whole", 3.0, None)  # GRPO keeps the rule for when the prefixes come back
     cb._switch()
     assert (a.width, a.whole_group_size, a.allocator) == ("whole", 3.0, "pair_batch")
-    with pytest.raises(ValueError, match="allocator must be a rule of PAIR's program"):
+    with pytest.raises(ValueError, match="allocator must be a prefix rule"):
         trainer.set_width("prefixes", None, "uniform")
     assert a.allocator == "pair_batch"  # a refused switch changes nothing
+    # a verdict for the strata rule brings its own design, and back to PAIR's program its
+    assert a.design == "conditional_poisson"
+    trainer.set_width("prefixes", None, "pair_strata")
+    assert (a.allocator, a.design) == ("pair_strata", None)
+    trainer.set_width("prefixes", None, "pair")
+    assert (a.allocator, a.design) == ("pair", "conditional_poisson")

@@ -110,6 +110,11 @@ def allocation(name: str, pop: Population, scale: float, cfg: AuditConfig,
             if pop.m_hat is None:
                 raise RowUnavailable("the score_norm proxy needs m_hat in the population")
             opts["score_norm"] = pop.m_hat
+    elif getattr(allocator, "takes_score_norm", False) and pop.m_hat is not None:
+        if size is not None:
+            raise ValueError(f"size applies to allocators {program_allocators()} only; got "
+                             f"size={size!r} for {name!r}")
+        opts = {"score_norm": pop.m_hat}
     elif size is not None:
         raise ValueError(f"size applies to allocators {program_allocators()} only; got "
                          f"size={size!r} for {name!r}")

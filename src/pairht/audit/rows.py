@@ -583,6 +583,17 @@ class PairBatch(DefaultDesignRow):
 
 
 @register_row
+class PairStrata(VertexRow):
+    """PAIR's predictions as strata (allocator ``pair_strata``): predicted successes and
+    failures among unfinished drawn apart, SRSWOR within each at Neyman's sizes (the step's
+    :class:`~pairht.designs.Stratified` design, finished kept), exact HT weights."""
+
+    key, label, group, unbiased = ("pair_strata", "PAIR, predicted outcomes as strata",
+                                   "practical", True)
+    allocation, design, step_design = "pair_strata", "stratified", True
+
+
+@register_row
 class PairDefaultScoreNorm(DefaultDesignRow):
     """PAIR's default design with the score-norm proxy ``a_ij = d_ij (m_i + m_j)^2 / 4``
     (``proxy="score_norm"``; needs ``m_hat``)."""

@@ -33,6 +33,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from pairht.step.allocators import PREFIX_RULES
+
 #: Folds of the cross-fitted choice (fewer when there are fewer prompts).
 N_FOLDS = 4
 
@@ -49,9 +51,10 @@ CONFIDENCE = 0.75
 N_BOOT = 400
 
 #: The prefix rules a width choice weighs against small-group GRPO (audit row keys, also
-#: allocator names): PAIR's default, each prompt at its own budget, and PAIR with one budget
-#: for the batch (``pair_width``'s options after GRPO; :func:`pairht.audit.width_advice`).
-PREFIX_OPTIONS: tuple[str, ...] = ("pair", "pair_batch")
+#: allocator names): PAIR's default, each prompt at its own budget, PAIR with one budget for
+#: the batch and predicted outcomes as strata (``pair_width``'s options after GRPO;
+#: :func:`pairht.audit.width_advice`). The step's list, :data:`pairht.step.PREFIX_RULES`.
+PREFIX_OPTIONS: tuple[str, ...] = PREFIX_RULES
 
 
 def prompt_folds(n_prompts: int, *, n_folds: int = N_FOLDS, seed: int = 0) -> np.ndarray:

@@ -16,6 +16,7 @@ from pairht.designs.dependent_rounding import (
 )
 from pairht.designs.mixed_size import MixedSize
 from pairht.designs.registry import DESIGNS, make_design
+from pairht.designs.stratified import Stratified
 
 __all__ = [
     "DESIGNS",
@@ -28,5 +29,6 @@ __all__ = [
     "MixedSize",
     "PositivityWarning",
     "RandomizedDependentRounding",
+    "Stratified",
     "make_design",
 ]

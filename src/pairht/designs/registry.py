@@ -11,12 +11,13 @@ from pairht.designs.bernoulli import Bernoulli
 from pairht.designs.conditional_poisson import ConditionalPoisson
 from pairht.designs.dependent_rounding import DependentRounding, RandomizedDependentRounding
 from pairht.designs.mixed_size import MixedSize
+from pairht.designs.stratified import Stratified
 
 #: Every design by its registry name (``Design.name``).
 DESIGNS: dict[str, type[Design]] = {
     cls.name: cls
     for cls in (Bernoulli, ConditionalPoisson, DependentRounding, RandomizedDependentRounding,
-                MixedSize)
+                MixedSize, Stratified)
 }
 
 

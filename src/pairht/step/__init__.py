@@ -8,6 +8,7 @@ numpy/scipy/numba only: no torch. See ``docs/step.md``.
 
 from pairht.step.allocators import (
     ALLOCATORS,
+    PREFIX_RULES,
     Allocator,
     allocator_names,
     get_allocator,
@@ -20,6 +21,7 @@ from pairht.step.plan import ContinuationPlan, group_design, plan_continuations,
 
 __all__ = [
     "ALLOCATORS",
+    "PREFIX_RULES",
     "Allocator",
     "ContinuationPlan",
     "StepInputs",

@@ -20,7 +20,10 @@ accounting):
   folded into ``b``), by default at fixed size: the two sizes neighbouring uniform SRSWOR's,
   mixed (:mod:`pairht.step.pair_program`);
 * ``"pair_batch"`` -- one budget for the batch: split across prompts by their PAIR value
-  curves, then ``"pair"`` in each prompt at its share (same sizes, proxies and designs).
+  curves, then ``"pair"`` in each prompt at its share (same sizes, proxies and designs);
+* ``"pair_strata"`` -- predicted successes and failures among unfinished as two strata,
+  SRSWOR within each at Neyman's sizes (:mod:`pairht.step.strata`, design
+  :class:`~pairht.designs.Stratified`).
 """
 
 from __future__ import annotations
@@ -146,6 +149,13 @@ def program_allocators() -> tuple[str, ...]:
     """The allocators that solve PAIR's program (``takes_size``): they take its ``size``,
     ``proxy``, ``covariance_term``, ``warm_start`` and solver options."""
     return tuple(n for n in allocator_names() if getattr(ALLOCATORS[n], "takes_size", False))
+
+
+#: The prefix rules a width choice weighs against small-group GRPO (allocator names, also
+#: audit row keys): PAIR's default (each prompt at its own budget), one budget for the batch,
+#: and predicted outcomes as strata (:func:`pairht.audit.width_advice`, the audit's
+#: ``pair_width``, the trainer's ``set_width``).
+PREFIX_RULES: tuple[str, ...] = ("pair", "pair_batch", "pair_strata")
 
 
 def allocator_names() -> list[str]:
@@ -285,6 +295,57 @@ class PointwiseAllocator:
         status = np.where(n_u == 0, "all_finished", "optimal")
         return pi, _info(inputs.shape[0], status, inputs.budget - expected_cost(inputs, pi),
                          "bernoulli")
+
+
+@register_allocator("pair_strata")
+class PairStrataAllocator:
+    r"""PAIR's predictions as strata: predicted successes and failures drawn apart (SRSWOR
+    within each, independently), sizes by Neyman's rule (:mod:`pairht.step.strata`).
+
+    Among the unfinished candidates, ``p_hat >= 0.5`` and ``p_hat < 0.5`` are the strata;
+    stratum ``h`` gets an expected size ``n_h`` proportional to ``N_h sqrt(mean e_i^2) /
+    sqrt(mean c_h)`` (``e_i`` the expected number of candidates that disagree with ``i``),
+    within its floor (``pi_h >= pi_min`` and a within-stratum joint ``>= pi_min^2``) and
+    ``N_h``, at ``sum_h n_h mean(c_h) = budget``. Its design is
+    :class:`~pairht.designs.Stratified` (SRSWOR within each level set of ``pi``), so every
+    ``pi_ij`` is exact and positive. One stratum (uninformative predictions), or floors the
+    budget cannot pay: uniform among unfinished with the same design, i.e. SRSWOR.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pairht.step import StepInputs
+    >>> x = StepInputs.from_ratio([[0.9, 0.9, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]],
+    ...                           np.full((1, 8), 10.0), np.zeros((1, 8), bool), 0.5)
+    >>> pi, info = ALLOCATORS["pair_strata"].pi(x)
+    >>> pi.round(3).tolist(), info["status"].tolist()   # the rarer class kept more often
+    [[0.802, 0.802, 0.399, 0.399, 0.399, 0.399, 0.399, 0.399]], ['stratified']
+    >>> round(float((pi * 10.0).sum()), 9)                 # the budget, spent exactly
+    40.0
+    """
+
+    name = "pair_strata"
+    design = "stratified"
+    #: Takes predicted score norms (``score_norm``, ``(B, G)``): the audit passes ``m_hat``.
+    takes_score_norm = True
+
+    def pi(self, inputs: StepInputs, *, pi_min: float = 0.08, size: Any = None,
+           score_norm: np.ndarray | None = None, **common: Any
+           ) -> tuple[np.ndarray, dict[str, Any]]:
+        from pairht.step.strata import stratum_pi
+
+        _no_size(self.name, size, common)
+        m = None if score_norm is None else np.asarray(score_norm, dtype=np.float64)
+        lo = check_floor(inputs, pi_min)
+        B = inputs.shape[0]
+        pi = np.ones(inputs.shape)
+        status = np.empty(B, dtype=object)
+        c = np.where(inputs.finished, 0.0, inputs.c_hat)
+        for b in range(B):
+            pi[b], status[b] = stratum_pi(inputs.p_hat[b], c[b], inputs.finished[b],
+                                          float(inputs.budget[b]), lo,
+                                          None if m is None else m[b])
+        return pi, _info(B, status, inputs.budget - expected_cost(inputs, pi), self.design)
 
 
 @register_allocator("pair")

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pairht._validation import RNGLike, as_generator
-from pairht.designs import Bernoulli, Design, MixedSize
+from pairht.designs import Bernoulli, Design, MixedSize, Stratified
 from pairht.designs.mixed_size import BASE_KINDS
 from pairht.designs.registry import DESIGNS, step_design_kind
 
@@ -132,8 +132,10 @@ def unfinished_design(kind: str, pi_u: ArrayLike, rng: RNGLike = None,
     0 and 1 never observe a pair of unfinished candidates (``rho_ij = 0``, so the pair-HT
     estimator would be biased), and sizes 1 and 2 observe one only in the rare size-2 draws;
     it is PAIR's own rule (:func:`pairht.step.pair_program.solve_pair`). A single unfinished
-    candidate has one design, Bernoulli. Designs whose constructor takes ``rng`` (random
-    orders) get it.
+    candidate has one design, Bernoulli. :class:`~pairht.designs.Stratified` (SRSWOR within
+    each level set of ``pi_u``) follows the same rule when ``pi_u`` has one level, and is drawn
+    Bernoulli when one of its strata would never observe two of its units. Designs whose
+    constructor takes ``rng`` (random orders) get it.
 
     Examples
     --------
@@ -148,6 +150,12 @@ def unfinished_design(kind: str, pi_u: ArrayLike, rng: RNGLike = None,
     cls = DESIGNS[name]
     if pi.size == 1 or (cls.fixed_size and below_fixed_size(pi)):
         return Bernoulli(pi)
+    if cls is Stratified:
+        strat = Stratified(pi)
+        # one stratum is SRSWOR: the fixed-size rule; several must observe every pair
+        if (strat.levels.size == 1 and below_fixed_size(pi)) or not strat.all_pairs_positive():
+            return Bernoulli(pi)
+        return strat
     extra = dict(kwargs)
     if cls.fixed_size:
         if _takes_rng(cls):
