@@ -319,7 +319,7 @@ class PairStrataAllocator:
     ...                           np.full((1, 8), 10.0), np.zeros((1, 8), bool), 0.5)
     >>> pi, info = ALLOCATORS["pair_strata"].pi(x)
     >>> pi.round(3).tolist(), info["status"].tolist()   # the rarer class kept more often
-    [[0.802, 0.802, 0.399, 0.399, 0.399, 0.399, 0.399, 0.399]], ['stratified']
+    ([[0.802, 0.802, 0.399, 0.399, 0.399, 0.399, 0.399, 0.399]], ['stratified'])
     >>> round(float((pi * 10.0).sum()), 9)                 # the budget, spent exactly
     40.0
     """
