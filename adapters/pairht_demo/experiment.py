@@ -13,7 +13,8 @@ several seeds, and writes a markdown report with figures:
   :data:`ARMS`: ``uniform``, ``pointwise``, ``adaptive_unweighted``, ``pair_skill_shrink``,
   and the paper's comparators as allocators of the
   same step (``vip``, ``hora``, ``duet``, ``dppo``; :mod:`pairht.comparators`) and
-  ``pair_joint`` (one budget across prompts and within groups). They run in the same trainer,
+  ``pair_joint`` (one budget across prompts and within groups), and ``pair_strata`` (the
+  heads' predicted successes and failures as strata). They run in the same trainer,
   with the same prefix phase, budget ratio and token accounting as ``pair``.
 
 Reported per arm (mean over seeds, with 95% intervals from a paired bootstrap over seeds and
@@ -117,6 +118,12 @@ ARMS: dict[str, Arm] = {
     "pair_joint": Arm(
         "pair", {"allocator": "pair_joint"},
         description="PAIR with one budget split across prompts, then PAIR within each group",
+    ),
+    "pair_strata": Arm(
+        "pair", {"allocator": "pair_strata"},
+        description="PAIR's predicted successes and failures as two strata, SRSWOR within "
+                    "each at Neyman's sizes (the audit's best rule on the long chains at "
+                    "budget 0.5)",
     ),
 }
 
