@@ -171,12 +171,15 @@ class DesignDraw:
 
 
 class _PairOptions(TypedDict, total=False):
-    """Options of :func:`pairht.step.plan_continuations` that only PAIR's program rules take."""
+    """Options of :func:`pairht.step.plan_continuations` that only some rules take: PAIR's
+    program rules the first four, rules with ``takes_score_norm`` (``"pair_strata"``) the
+    last."""
 
     size: int | str | None
     proxy: str
     covariance_term: bool
     warm_start: np.ndarray | None
+    score_norm: np.ndarray
 
 
 class _GuardedReward:
@@ -630,7 +633,7 @@ class PairGRPOTrainer(GRPOTrainer):
         Every process plans from the same gathered inputs with an identically seeded generator
         (which stays in lockstep); the main process's plan is broadcast.
         """
-        from pairht.step import StepInputs, plan_continuations
+        from pairht.step import ALLOCATORS, StepInputs, plan_continuations
 
         args, acc = self.pair_args, self.accelerator
         g = args.num_generations
@@ -673,6 +676,12 @@ class PairGRPOTrainer(GRPOTrainer):
              "covariance_term": args.covariance_term, "warm_start": warm}
             if args.allocator in program_allocators() else {}
         )
+        if getattr(ALLOCATORS[args.allocator], "takes_score_norm", False):
+            # the same score-norm prediction the audit's populations carry (m_hat), so the
+            # rule the trainer runs is the rule the audit measured
+            from pairht_trl.heads import score_norm_proxy
+
+            pair_options["score_norm"] = score_norm_proxy(prefix_len, inputs.c_hat, done)
         with self._phase("allocation"):
             plan = plan_continuations(
                 inputs,

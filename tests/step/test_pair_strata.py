@@ -151,3 +151,16 @@ def test_bad_options_are_refused():
 
 def test_it_is_a_prefix_rule():
     assert "pair_strata" in PREFIX_RULES
+
+
+def test_zero_score_norms_in_a_stratum_still_spend_the_budget():
+    # a stratum whose predicted score norms are all 0 has weight 0: it keeps its floor and
+    # takes only what the other stratum cannot (no endless search for lambda)
+    p = np.array([0.9] * 3 + [0.1] * 5)
+    c = np.full(8, 10.0)
+    m = np.array([0.0] * 3 + [1.0] * 5)
+    x = _inputs(p, c, ratio=0.8)
+    pi, info = RULE.pi(x, score_norm=m[None])
+    assert info["status"][0] == "stratified"
+    assert float((pi[0] * c).sum()) == pytest.approx(float(x.budget[0]), rel=1e-9)
+    assert pi[0, 3] == 1.0                 # the weighted stratum is filled first

@@ -67,8 +67,12 @@ def test_pair_strata_trains_with_its_own_stratified_design(tmp_path):
     draw = trainer.last_draw
     inputs = StepInputs.from_ratio(draw.p_hat, draw.c_hat, draw.prefix_done,
                                    budget_ratio=trainer.pair_args.budget_ratio)
+    from pairht_trl.heads import score_norm_proxy
+
+    # the trainer passes the audit's score-norm prediction m_hat = sqrt(prefix + c_hat)
+    m_hat = score_norm_proxy(draw.prefix_len, draw.c_hat, draw.prefix_done)
     plan = plan_continuations(inputs, allocator="pair_strata", rng=0,
-                              pi_min=trainer.pair_args.pi_min)
+                              pi_min=trainer.pair_args.pi_min, score_norm=m_hat)
     np.testing.assert_allclose(draw.pi, plan.pi, rtol=0, atol=1e-6)
     for b in range(plan.pi.shape[0]):
         d = group_design("stratified", plan.pi[b], draw.prefix_done[b])

@@ -87,6 +87,8 @@ def stratum_pi(p: np.ndarray, c: np.ndarray, finished: np.ndarray, budget: float
     N = np.array([m.sum() for m in strata], dtype=np.float64)
     cbar = np.array([c[m].mean() for m in strata])
     weight = N * np.sqrt(np.array([np.mean(e[m] ** 2) for m in strata])) / np.sqrt(cbar)
+    # a stratum predicted to carry nothing (zero weight) still takes what the others leave
+    weight = np.maximum(weight, 1e-12 * max(float(weight.max()), 1.0))
     floor = np.array([joint_floor_size(int(n), pi_min) for n in N])
     if float((floor * cbar).sum()) > budget * (1.0 + 1e-12):
         return pi, "floor"
@@ -95,7 +97,7 @@ def stratum_pi(p: np.ndarray, c: np.ndarray, finished: np.ndarray, budget: float
         return np.clip(lam * weight, floor, N)
 
     lo_l, hi_l = 0.0, 1.0
-    while float((sizes(hi_l) * cbar).sum()) < budget:
+    while float((sizes(hi_l) * cbar).sum()) < budget:  # ends: budget < full, weights > 0
         hi_l *= 2.0
     for _ in range(200):  # bisection on lambda: spent cost is nondecreasing in it
         mid = 0.5 * (lo_l + hi_l)
