@@ -147,6 +147,10 @@ def test_bad_options_are_refused():
         RULE.pi(x, grid=4)
     with pytest.raises(ValueError, match="pi_min"):
         RULE.pi(x, pi_min=1.5)
+    with pytest.raises(ValueError, match=r"score_norm must be .* \(B, G\) = \(1, 3\)"):
+        RULE.pi(x, score_norm=np.ones((1, 4)))
+    with pytest.raises(ValueError, match="negative or non-finite"):
+        RULE.pi(x, score_norm=np.array([[1.0, -1.0, 1.0]]))
 
 
 def test_it_is_a_prefix_rule():

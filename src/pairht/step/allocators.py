@@ -306,7 +306,8 @@ class PairStrataAllocator:
     stratum ``h`` gets an expected size ``n_h`` proportional to ``N_h sqrt(mean e_i^2) /
     sqrt(mean c_h)`` (``e_i`` the expected number of candidates that disagree with ``i``),
     within its floor (``pi_h >= pi_min`` and a within-stratum joint ``>= pi_min^2``) and
-    ``N_h``, at ``sum_h n_h mean(c_h) = budget``. Its design is
+    ``N_h``, at ``sum_h n_h mean(c_h) = budget``; with ``score_norm`` (``(B, G)`` predicted
+    ``||s_i||``, the audit's ``m_hat``) ``e_i`` is weighted by it. Its design is
     :class:`~pairht.designs.Stratified` (SRSWOR within each level set of ``pi``), so every
     ``pi_ij`` is exact and positive. One stratum (uninformative predictions), or floors the
     budget cannot pay: uniform among unfinished with the same design, i.e. SRSWOR.
@@ -336,6 +337,12 @@ class PairStrataAllocator:
 
         _no_size(self.name, size, common)
         m = None if score_norm is None else np.asarray(score_norm, dtype=np.float64)
+        if m is not None and (m.shape != inputs.shape or not np.all(np.isfinite(m))
+                              or np.any(m < 0)):
+            raise ValueError(f"score_norm must be a finite, nonnegative (B, G) = "
+                             f"{inputs.shape} array of predicted score norms; got shape "
+                             f"{m.shape}" + ("" if m.shape != inputs.shape else
+                                             " with a negative or non-finite entry"))
         lo = check_floor(inputs, pi_min)
         B = inputs.shape[0]
         pi = np.ones(inputs.shape)
