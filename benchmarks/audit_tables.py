@@ -3,7 +3,7 @@ r"""The audit tables of docs/audit.md: every baseline and PAIR variant at equal 
 One command prints the markdown tables (real-model population and a synthetic population of
 the same shape, budgets 0.25 and 0.5, prefix checkpoints tau = 8 and 32)::
 
-    python benchmarks/audit_tables.py            # ~11 min idle before pair_strata; 532 s + 730 s loaded
+    python benchmarks/audit_tables.py            # real 532 s + synthetic 730 s (2 busy cores)
     python benchmarks/audit_tables.py --small    # the CI populations (12 prompts)
     python benchmarks/audit_tables.py --style steps --sources real   # reasoning-length answers
 
