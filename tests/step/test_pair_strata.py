@@ -22,6 +22,22 @@ def _inputs(p, c, finished=None, ratio=0.5):
     return StepInputs.from_ratio(p, c, fin, ratio)
 
 
+def _random_group(seed, G, ratio, levels, finished_rate):
+    """A group with p_hat on ``levels``, random costs and finished candidates, and its inputs."""
+    rng = np.random.default_rng(seed)
+    p = rng.choice(levels, G)
+    c = rng.uniform(5, 50, G)
+    fin = rng.random(G) < finished_rate
+    return rng, p, c, fin, _inputs(p, c, fin, ratio)
+
+
+def _expected_disagreements(p):
+    """e_i = sum_{j != i} [p_i (1 - p_j) + p_j (1 - p_i)], written out independently."""
+    e = p[:, None] * (1 - p[None]) + p[None] * (1 - p[:, None])
+    np.fill_diagonal(e, 0.0)
+    return e.sum(axis=1)
+
+
 def _strata(p, fin):
     unf = ~fin
     return [m for m in (unf & (p >= THRESHOLD), unf & (p < THRESHOLD)) if m.any()]
@@ -30,11 +46,7 @@ def _strata(p, fin):
 @settings(max_examples=60, deadline=None)
 @given(G=st.integers(3, 10), ratio=st.floats(0.2, 0.9), seed=st.integers(0, 2**16))
 def test_budget_spent_exactly_floors_met_and_pi_constant_within_strata(G, ratio, seed):
-    rng = np.random.default_rng(seed)
-    p = rng.choice([0.05, 0.3, 0.7, 0.95], G)
-    c = rng.uniform(5, 50, G)
-    fin = rng.random(G) < 0.2
-    x = _inputs(p, c, fin, ratio)
+    _, p, c, fin, x = _random_group(seed, G, ratio, [0.05, 0.3, 0.7, 0.95], 0.2)
     pi, info = RULE.pi(x)
     pi = pi[0]
     assert np.all(pi[fin] == 1.0)
@@ -56,9 +68,7 @@ def test_interior_sizes_are_neymans():
     c = np.array([40.0] * 4 + [10.0] * 12)
     pi, info = RULE.pi(_inputs(p, c, ratio=0.4))
     assert info["status"][0] == "stratified"
-    e = (p[:, None] * (1 - p[None]) + p[None] * (1 - p[:, None]))
-    np.fill_diagonal(e, 0.0)
-    e = e.sum(axis=1)
+    e = _expected_disagreements(p)
     n = np.array([pi[0, 0] * 4, pi[0, 4] * 12])
     w = np.array([4 * e[0] / np.sqrt(40.0), 12 * e[4] / np.sqrt(10.0)])
     assert 0.08 < pi[0, 0] < 1 and 0.08 < pi[0, 4] < 1      # both interior
@@ -71,9 +81,7 @@ def test_neyman_sizes_minimise_the_stratified_variance_proxy():
     c = np.array([30.0] * 5 + [12.0] * 9)
     x = _inputs(p, c, ratio=0.35)
     pi, _ = RULE.pi(x)
-    e = (p[:, None] * (1 - p[None]) + p[None] * (1 - p[:, None]))
-    np.fill_diagonal(e, 0.0)
-    e = e.sum(axis=1)
+    e = _expected_disagreements(p)
     W2 = np.array([(5 * e[0]) ** 2, (9 * e[5]) ** 2])
     N = np.array([5.0, 9.0])
     T = float(x.budget[0])
@@ -111,11 +119,7 @@ def test_floors_the_budget_cannot_pay_fall_back_to_uniform():
 @settings(max_examples=30, deadline=None)
 @given(G=st.integers(3, 8), ratio=st.floats(0.2, 0.8), seed=st.integers(0, 2**16))
 def test_the_steps_pair_ht_is_unbiased_by_enumeration(G, ratio, seed):
-    rng = np.random.default_rng(seed)
-    p = rng.choice([0.1, 0.4, 0.6, 0.9], G)
-    c = rng.uniform(5, 50, G)
-    fin = rng.random(G) < 0.25
-    x = _inputs(p, c, fin, ratio)
+    rng, _, _, fin, x = _random_group(seed, G, ratio, [0.1, 0.4, 0.6, 0.9], 0.25)
     plan = plan_continuations(x, allocator="pair_strata", rng=seed)
     r, s = rng.integers(0, 2, G).astype(float), rng.normal(size=(G, 2))
     from pairht.step import group_design

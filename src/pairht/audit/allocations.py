@@ -110,14 +110,12 @@ def allocation(name: str, pop: Population, scale: float, cfg: AuditConfig,
             if pop.m_hat is None:
                 raise RowUnavailable("the score_norm proxy needs m_hat in the population")
             opts["score_norm"] = pop.m_hat
-    elif getattr(allocator, "takes_score_norm", False) and pop.m_hat is not None:
+    else:
         if size is not None:
             raise ValueError(f"size applies to allocators {program_allocators()} only; got "
                              f"size={size!r} for {name!r}")
-        opts = {"score_norm": pop.m_hat}
-    elif size is not None:
-        raise ValueError(f"size applies to allocators {program_allocators()} only; got "
-                         f"size={size!r} for {name!r}")
+        if getattr(allocator, "takes_score_norm", False) and pop.m_hat is not None:
+            opts = {"score_norm": pop.m_hat}
     pi, info = allocator.pi(inputs, pi_min=cfg.pi_min, **opts)
     notes = []
     bad = ~np.asarray(info.get("converged", True), dtype=bool)

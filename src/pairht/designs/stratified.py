@@ -23,9 +23,10 @@ from pairht.designs.base import Design, all_masks
 
 def _falling(x: np.ndarray | float, k: int) -> np.ndarray:
     """Falling factorial ``(x)_k``, elementwise."""
-    out = np.ones_like(np.asarray(x, dtype=np.float64))
+    arr = np.asarray(x, dtype=np.float64)
+    out = np.ones_like(arr)
     for t in range(k):
-        out = out * (np.asarray(x, dtype=np.float64) - t)
+        out = out * (arr - t)
     return out
 
 
@@ -122,7 +123,7 @@ class Stratified(Design):
         lab = self.strata
         joint = np.outer(pi_h[lab], pi_h[lab])
         same = lab[:, None] == lab[None, :]
-        return np.where(same, two[lab][:, None] * np.ones_like(joint), joint)
+        return np.where(same, two[lab][:, None], joint)
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         out = np.zeros((size, self.n_units), dtype=bool)

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pairht.allocation.proxies import disagreement
+
 #: ``p_hat`` at or above this puts an unfinished candidate in the predicted-success stratum.
 THRESHOLD = 0.5
 
@@ -79,9 +81,7 @@ def stratum_pi(p: np.ndarray, c: np.ndarray, finished: np.ndarray, budget: float
     strata = [m for m in (hi, unf & ~hi) if m.any()]
     if len(strata) < 2:
         return pi, "one_stratum"
-    e = (p[:, None] * (1 - p[None, :]) + p[None, :] * (1 - p[:, None]))
-    np.fill_diagonal(e, 0.0)
-    e = e.sum(axis=1)
+    e = disagreement(p).sum(axis=1)
     if m is not None:  # predicted score norms: a candidate's pair terms scale with ||s_i||
         e = e * m
     N = np.array([m.sum() for m in strata], dtype=np.float64)
