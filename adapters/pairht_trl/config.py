@@ -92,7 +92,7 @@ def allocators() -> tuple[str, ...]:
 
 def prefix_rules() -> tuple[str, ...]:
     """The prefix rules a width verdict may switch to (:data:`pairht.step.PREFIX_RULES`:
-    ``"pair"``, ``"pair_batch"``, ``"pair_strata"``)."""
+    ``"pair"``, ``"pair_batch"``, ``"pair_strata"``, ``"pair_dr"``)."""
     from pairht.step import PREFIX_RULES
 
     return PREFIX_RULES
@@ -106,6 +106,15 @@ def rule_design(allocator: str, anchor_pair: bool) -> str | None:
     if allocator in program_allocators():
         return "bernoulli" if anchor_pair else "conditional_poisson"
     return None
+
+
+def rule_estimator(allocator: str) -> str:
+    """How a rule's draw is estimated: ``"difference"`` for rules built for the difference
+    estimator (``"pair_dr"``: :mod:`pairht.estimators.difference`), else ``"ht"`` (the
+    pair-HT estimator with the config's ``weighting``)."""
+    from pairht.step import ALLOCATORS
+
+    return str(getattr(ALLOCATORS[allocator], "estimator", "ht"))
 
 
 def program_allocators() -> tuple[str, ...]:
@@ -630,6 +639,13 @@ class PairGRPOConfig(GRPOConfig):
             )
         # the core's rule and wording: positive finite w_max for clipping variants only
         self.w_max = check_w_max(resolve_variant(self.weighting), self.w_max)
+        if rule_estimator(self.allocator) == "difference" and (
+                self.weighting != "exact" or self.design not in (None, "bernoulli")):
+            raise ValueError(
+                f"allocator={self.allocator!r} estimates with the difference estimator "
+                f"(pairht.estimators.difference) on its own Bernoulli design: it needs "
+                f"weighting='exact' and design=None or 'bernoulli'; got weighting="
+                f"{self.weighting!r}, design={self.design!r}")
         if self.allocator not in program_allocators() and self.design_size is not None:
             raise ValueError(
                 f"design_size applies to allocator='pair' only, or another rule that solves "

@@ -105,6 +105,7 @@ from pairht_trl.config import (
     prefix_rules,
     program_allocators,
     rule_design,
+    rule_estimator,
 )
 from pairht_trl.distributed import (
     _process_local_reward_gather,
@@ -172,8 +173,8 @@ class DesignDraw:
 
 class _PairOptions(TypedDict, total=False):
     """Options of :func:`pairht.step.plan_continuations` that only some rules take: PAIR's
-    program rules the first four, rules with ``takes_score_norm`` (``"pair_strata"``) the
-    last."""
+    program rules the first four, rules with ``takes_score_norm`` (``"pair_strata"``,
+    ``"pair_dr"``) the last."""
 
     size: int | str | None
     proxy: str
@@ -590,7 +591,8 @@ class PairGRPOTrainer(GRPOTrainer):
         GRPO), checked by the config's rule (:func:`pairht_trl.config.check_width`), and with
         ``allocator`` the prefix rule the prefixes run (``"pair"``: each prompt at its own
         budget; ``"pair_batch"``: one budget for the batch; ``"pair_strata"``: predicted
-        outcomes as strata; :data:`pairht.step.PREFIX_RULES`; a new rule brings its own
+        outcomes as strata; ``"pair_dr"``: the difference estimator at Neyman's allocation;
+        :data:`pairht.step.PREFIX_RULES`; a new rule brings its own
         design, :func:`pairht_trl.config.rule_design`). Every batch's design is
         drawn and logged before its rewards, so switching between batches keeps each batch's
         estimator exact. :class:`~pairht_trl.audit_mode.AuditCallback`
@@ -605,6 +607,9 @@ class PairGRPOTrainer(GRPOTrainer):
             # current rule stays, checked by check_width ("whole" needs a prefix rule).
             raise ValueError(f"allocator must be a prefix rule {prefix_rules()} to switch "
                              f"widths; got {rule!r}")
+        if rule_estimator(rule) == "difference" and a.weighting != "exact":
+            raise ValueError(f"allocator {rule!r} estimates with the difference estimator, "
+                             f"which has exact weights only; got weighting={a.weighting!r}")
         assert a.num_generations is not None  # resolved by GRPOConfig
         a.width, a.whole_group_size = check_width(width, size, a.num_generations, rule)
         if rule != a.allocator:
@@ -792,7 +797,17 @@ class PairGRPOTrainer(GRPOTrainer):
         rewards = torch.as_tensor(draw.rewards, device=device)
         # completed rows (standardisation is over every observed reward, pruned or not)
         mask_t = torch.as_tensor(draw.mask, device=device)
-        adv = pair_advantages_torch(rewards, weights, dtype=dtype)
+        if rule_estimator(args.allocator) == "difference":
+            # pair_dr: HT advantages corrected by the predictions as baselines (fixed before
+            # the draw; finished candidates' known rewards), exactly unbiased for any p_hat
+            from pairht.estimators.difference import difference_advantages
+
+            base = np.where(draw.prefix_done, np.nan_to_num(draw.rewards), draw.p_hat)
+            adv = torch.as_tensor(difference_advantages(
+                np.where(draw.mask, draw.rewards, 0.0), draw.mask, draw.joint, base),
+                dtype=dtype, device=device)
+        else:
+            adv = pair_advantages_torch(rewards, weights, dtype=dtype)
         # the heads learn from every completed row with prefix features (none in width
         # "whole"), before any pruning
         self._pending_labels = self._labels(draw) if draw.features is not None else None

@@ -41,7 +41,7 @@ def fin_audit(fin_pop, fin_cfg):
 
 
 VERTEX = [k for k, r in ROWS.items()
-          if r.estimator in ("ht", "conditional_ht") and k != "grpo_small"]
+          if r.estimator in ("ht", "conditional_ht", "difference") and k != "grpo_small"]
 
 
 def test_every_row_runs_and_agrees_with_its_monte_carlo(fin_audit):

@@ -44,6 +44,7 @@ def _brute_force_vertex(row, plan, pop, L, q):
 VERTEX_ROWS = [k for k, r in ROWS.items() if r.estimator == "ht"]
 EDGE_ROWS = [k for k, r in ROWS.items() if r.estimator == "edge"]
 CONDITIONAL_ROWS = [k for k, r in ROWS.items() if r.estimator == "conditional_ht"]
+DIFFERENCE_ROWS = [k for k, r in ROWS.items() if r.estimator == "difference"]
 
 
 def test_every_row_is_audited_ok(small_audit):
@@ -86,6 +87,29 @@ def test_conditional_rows_equal_brute_force_enumeration(small_pop, small_cfg, ke
         est = np.stack([
             pair_estimate(small_pop.rewards[q], L[q], m, joint=comps[int(m.sum())].joint())
             if m.sum() >= 2 else np.zeros(L.shape[2]) for m in masks])
+        mean = probs @ est
+        scale = max(np.abs(g[q]).max(), 1e-300)
+        np.testing.assert_allclose(mom.bias[q], mean - g[q], atol=1e-12 * scale)
+        trace = float(probs @ ((est - mean) ** 2).sum(axis=1))
+        assert mom.trace_cov[q] == pytest.approx(trace, rel=1e-10, abs=1e-14 * scale**2)
+        assert mom.tokens[q] == pytest.approx(probs @ (masks @ plan.cost[q]), rel=1e-12)
+
+
+@pytest.mark.parametrize("key", DIFFERENCE_ROWS)
+def test_difference_rows_equal_brute_force_enumeration(small_pop, small_cfg, key):
+    """The difference estimator with the population's predictions as baselines (finished:
+    their rewards), every mask of the design's support."""
+    from pairht.estimators.difference import difference_advantages
+
+    _, plan, L, mom, g = _exact(key, small_pop, small_cfg)
+    fin = small_pop.finished if small_pop.finished is not None else np.zeros_like(
+        small_pop.rewards, dtype=bool)
+    for q in range(small_pop.n_prompts):
+        design = plan.designs[q]
+        masks, probs = design.support(max_units=small_pop.group_size)
+        base = np.where(fin[q], small_pop.rewards[q], small_pop.p_hat[q])
+        est = np.stack([difference_advantages(small_pop.rewards[q], m, design.joint(), base)
+                        @ L[q] for m in masks])
         mean = probs @ est
         scale = max(np.abs(g[q]).max(), 1e-300)
         np.testing.assert_allclose(mom.bias[q], mean - g[q], atol=1e-12 * scale)

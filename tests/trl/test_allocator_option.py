@@ -81,6 +81,35 @@ def test_pair_strata_trains_with_its_own_stratified_design(tmp_path):
     assert logs and np.isfinite(logs[0]["pair/ess"])
 
 
+def test_pair_dr_trains_with_the_difference_estimator(tmp_path):
+    """The difference estimator at Neyman's allocation: Bernoulli design by default, the
+    trainer's draw is the step's plan on the same inputs, and its advantages are
+    pairht.estimators.difference's with the predictions as baselines (finished: rewards)."""
+    from pairht.estimators.difference import difference_advantages
+    from pairht_trl.heads import score_norm_proxy
+
+    assert make_config(tmp_path, allocator="pair_dr").design is None
+    with pytest.raises(ValueError, match="difference estimator"):
+        make_config(tmp_path, allocator="pair_dr", design="conditional_poisson")
+    with pytest.raises(ValueError, match="difference estimator"):
+        make_config(tmp_path, allocator="pair_dr", weighting="clipped", w_max=10.0)
+    trainer = make_trainer(tmp_path, allocator="pair_dr", max_steps=1, shrink_to_skill=False)
+    trainer.train()
+    draw = trainer.last_draw
+    inputs = StepInputs.from_ratio(draw.p_hat, draw.c_hat, draw.prefix_done,
+                                   budget_ratio=trainer.pair_args.budget_ratio)
+    m_hat = score_norm_proxy(draw.prefix_len, draw.c_hat, draw.prefix_done)
+    plan = plan_continuations(inputs, allocator="pair_dr", rng=0,
+                              pi_min=trainer.pair_args.pi_min, score_norm=m_hat)
+    np.testing.assert_allclose(draw.pi, plan.pi, rtol=0, atol=1e-6)
+    base = np.where(draw.prefix_done, np.nan_to_num(draw.rewards), draw.p_hat)
+    adv = difference_advantages(np.where(draw.mask, draw.rewards, 0.0), draw.mask, draw.joint,
+                                base)
+    # dr_grpo with scale_rewards="none": the logged advantages are the estimator's own
+    np.testing.assert_allclose(draw.advantages, adv, rtol=1e-5, atol=1e-6)
+    assert np.any(adv != 0)
+
+
 def test_shrink_to_skill_must_be_a_bool(tmp_path):
     with pytest.raises(TypeError, match="shrink_to_skill must be True or False"):
         make_config(tmp_path, shrink_to_skill="no")

@@ -125,3 +125,8 @@ def test_audit_callback_switches_the_width_to_its_verdict(tmp_path):
     assert (a.allocator, a.design) == ("pair_strata", None)
     trainer.set_width("prefixes", None, "pair")
     assert (a.allocator, a.design) == ("pair", "conditional_poisson")
+    trainer.set_width("prefixes", None, "pair_dr")  # the difference estimator's own design
+    assert (a.allocator, a.design) == ("pair_dr", None)
+    a.weighting, a.w_max = "clipped", 10.0
+    with pytest.raises(ValueError, match="difference estimator"):
+        trainer.set_width("prefixes", None, "pair_dr")

@@ -116,6 +116,8 @@ def allocation(name: str, pop: Population, scale: float, cfg: AuditConfig,
                              f"size={size!r} for {name!r}")
         if getattr(allocator, "takes_score_norm", False) and pop.m_hat is not None:
             opts = {"score_norm": pop.m_hat}
+        if getattr(allocator, "takes_known_rewards", False):
+            opts["known"] = pop.rewards  # read only where finished: known before the draw
     pi, info = allocator.pi(inputs, pi_min=cfg.pi_min, **opts)
     notes = []
     bad = ~np.asarray(info.get("converged", True), dtype=bool)

@@ -30,8 +30,10 @@ from pairht.estimators import VARIANTS, token_counts
 #: (a :class:`~pairht.designs.MixedSize` design: exact HT weights of the component the sample
 #: came from, identified by its size; for SRSWOR components this is the plain pair average,
 #: i.e. GRPO's RLOO estimate), ``"edge"`` (direct edge sampling) and ``"choice"`` (per prompt,
-#: the estimate of another row chosen from history: :mod:`pairht.audit.width`).
-ESTIMATORS = ("ht", "conditional_ht", "edge", "choice")
+#: the estimate of another row chosen from history: :mod:`pairht.audit.width`) and
+#: ``"difference"`` (HT advantages corrected by the predictions as baselines:
+#: :mod:`pairht.estimators.difference`).
+ESTIMATORS = ("ht", "conditional_ht", "edge", "choice", "difference")
 
 
 class RowUnavailable(RuntimeError):

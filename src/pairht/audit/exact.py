@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from pairht.audit.base import AuditConfig, Plan, is_linear, whole_tokens
+from pairht.audit.base import AuditConfig, Plan, finished_mask, is_linear, whole_tokens
 from pairht.audit.population import Population
 from pairht.estimators import (
     VARIANTS,
@@ -196,6 +196,30 @@ def vertex_row_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray,
     return ExactMoments(bias, trace, vertices, edges, tokens, method)
 
 
+def difference_baselines(pop: Population) -> np.ndarray:
+    """Baselines of the difference estimator, ``(P, G)``: the predictions ``p_hat`` of the
+    unfinished candidates, the known reward of the finished ones (fixed before the draw)."""
+    return np.where(finished_mask(pop), pop.rewards, pop.p_hat)
+
+
+def difference_row_moments(plan: Plan, pop: Population, L: np.ndarray) -> ExactMoments:
+    """Exact moments of a row with the difference estimator (``estimator = "difference"``),
+    from :func:`pairht.estimators.difference.difference_moments` on every prompt."""
+    from pairht.estimators.difference import difference_moments
+
+    joint, designs = plan.joint, plan.designs
+    assert joint is not None and designs is not None  # vertex rows always plan both
+    vertices, edges, tokens = expected_counts(plan, joint)
+    base = difference_baselines(pop)
+    P, d = L.shape[0], L.shape[2]
+    bias, trace = np.empty((P, d)), np.empty(P)
+    for q in range(P):
+        mom = difference_moments(pop.rewards[q], base[q], designs[q])
+        bias[q] = mom.bias(L[q])
+        trace[q] = mom.trace(L[q] @ L[q].T)
+    return ExactMoments(bias, trace, vertices, edges, tokens, "closed form")
+
+
 def edge_terms(rewards: np.ndarray, L: np.ndarray, q: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
     r"""Edge probabilities ``q_e`` and HT terms ``y_e = h_e / (M q_e)`` of direct edge sampling.
@@ -307,6 +331,8 @@ def row_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray,
             raise ValueError(f"conditional_ht takes exact HT weights only; row {row.key!r} "
                              f"has weighting {row.weighting!r}")
         return conditional_moments(row, plan, pop, L)
+    if row.estimator == "difference":
+        return difference_row_moments(plan, pop, L)
     if row.estimator != "ht":
         raise ValueError(f"row {row.key!r}: unknown estimator {row.estimator!r}")
     return vertex_row_moments(row, plan, pop, L, cfg)

@@ -46,6 +46,7 @@ from pairht.audit.exact import (
     _variant_kwargs,
     conditional_parts,
     cosine,
+    difference_baselines,
     edge_terms,
     informative,
 )
@@ -378,9 +379,37 @@ def draw_conditional_row(row: Any, plan: Plan, pop: Population, L: np.ndarray, q
     return _vertex_draws(masks, est, tokens, ess, max_w, sample_seconds)
 
 
+def draw_difference_row(plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,
+                        rng: np.random.Generator, chunk: int = 4096) -> Draws:
+    """``n`` replays of a difference-estimator row on prompt ``q``: ``sum_i A_i L_i`` with
+    ``A`` from :func:`pairht.estimators.difference.difference_advantages` (the predictions as
+    baselines); tokens and edge-weight statistics as the HT row on the same design."""
+    from pairht.estimators.difference import difference_advantages
+
+    assert plan.designs is not None and plan.joint is not None  # vertex rows plan both
+    G, M = pop.group_size, n_pairs(pop.group_size)
+    t0 = time.perf_counter()
+    masks = plan.designs[q].sample(rng, size=n)
+    sample_seconds = time.perf_counter() - t0
+    r = pop.rewards[q]
+    kwargs = _variant_kwargs("exact", None, plan.pi[q], plan.joint[q])
+    w = M * edge_weights(np.ones(G, dtype=bool), **kwargs)
+    _, tokens, ess, max_w = _bilinear_draws(masks, pair_coefficients(r, kwargs),
+                                            np.ascontiguousarray(L[q]), w, plan.cost[q])
+    base = difference_baselines(pop)[q]
+    est = np.empty((n, L.shape[2]))
+    for lo in range(0, n, chunk):
+        m = masks[lo:lo + chunk]
+        est[lo:lo + chunk] = difference_advantages(np.where(m, r, 0.0), m, plan.joint[q],
+                                                   base) @ L[q]
+    return _vertex_draws(masks, est, tokens, ess, max_w, sample_seconds)
+
+
 def row_draws(row: Any, plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,
               rng: np.random.Generator) -> Draws:
     """``n`` replays of any row on prompt ``q``, by the estimator it declares."""
+    if row.estimator == "difference":
+        return draw_difference_row(plan, pop, L, q, n, rng)
     if row.estimator == "edge":
         return draw_edge_row(plan, pop, L, q, n, rng)
     if row.estimator == "conditional_ht":

@@ -545,11 +545,13 @@ class ChoiceRow(AuditRow):
 class PairWidth(ChoiceRow):
     """PAIR deciding its prefix width from history (:mod:`pairht.audit.width`).
 
-    Per fold of prompts, small-group GRPO (``G'`` whole completions, no prefixes), PAIR's
-    default (every prefix, then the selected suffixes, each prompt at its own budget) or PAIR
-    with one budget for the batch (``pair_batch``), whichever had the lowest exact MSE on the
-    other folds, a prefix option only when confidently below GRPO; all at the same total
-    generated tokens. GRPO first: on a tie the prefixes are not worth generating.
+    Per fold of prompts, small-group GRPO (``G'`` whole completions, no prefixes) or one of
+    PAIR's prefix rules (:data:`pairht.step.PREFIX_RULES`: PAIR's default, each prompt at its
+    own budget; one budget for the batch, ``pair_batch``; predicted outcomes as strata,
+    ``pair_strata``; the difference estimator at Neyman's allocation, ``pair_dr``), whichever
+    had the lowest exact MSE on the other folds, a prefix option only when confidently below
+    GRPO; all at the same total generated tokens. GRPO first: on a tie the prefixes are not
+    worth generating.
     """
 
     key, label, group, unbiased = "pair_width", "PAIR, width from history", "practical", True
@@ -591,6 +593,17 @@ class PairStrata(VertexRow):
     key, label, group, unbiased = ("pair_strata", "PAIR, predicted outcomes as strata",
                                    "practical", True)
     allocation, design, step_design = "pair_strata", "stratified", True
+
+
+@register_row
+class PairDifference(VertexRow):
+    """The difference estimator at Neyman's allocation, one budget for the batch (allocator
+    ``pair_dr``): Bernoulli design over the unfinished, HT advantages corrected by the
+    predictions as baselines (:mod:`pairht.estimators.difference`), exactly unbiased."""
+
+    key, label, group, unbiased = ("pair_dr", "PAIR, difference estimator (Neyman, batch)",
+                                   "practical", True)
+    allocation, design, estimator = "pair_dr", "bernoulli", "difference"
 
 
 @register_row

@@ -8,6 +8,8 @@
 - :mod:`~pairht.estimators.bias`: their exact conditional bias.
 - :mod:`~pairht.estimators.covariance`: exact design covariance (numba) and its unbiased
   estimate.
+- :mod:`~pairht.estimators.difference`: the difference estimator (HT advantages corrected
+  by fixed reward predictions) and its exact moments.
 - :mod:`~pairht.estimators.ess`: Kish effective sample size of the edge weights.
 - :func:`~pairht.estimators.n_pairs`: the pair count ``M = G (G - 1) / 2``.
 - :mod:`~pairht.estimators.tokens`: generated tokens of a draw and its HT full-suffix cost.
@@ -16,6 +18,13 @@
 from pairht.estimators._inputs import n_pairs
 from pairht.estimators.bias import conditional_bias, expected_edge_weights
 from pairht.estimators.covariance import DesignCovariance, design_covariance, variance_estimate
+from pairht.estimators.difference import (
+    DifferenceMoments,
+    difference_advantages,
+    difference_coefficients,
+    difference_moments,
+    target_coefficients,
+)
 from pairht.estimators.ess import ess
 from pairht.estimators.horvitz_thompson import (
     edge_weights,
@@ -37,10 +46,14 @@ __all__ = [
     "MAX_KERNEL_ENTRIES",
     "VARIANTS",
     "DesignCovariance",
+    "DifferenceMoments",
     "TokenCounts",
     "Variant",
     "conditional_bias",
     "design_covariance",
+    "difference_advantages",
+    "difference_coefficients",
+    "difference_moments",
     "edge_weights",
     "ess",
     "expected_edge_weights",
@@ -53,6 +66,7 @@ __all__ = [
     "pair_ht_gradient",
     "pair_kernel",
     "register_variant",
+    "target_coefficients",
     "token_counts",
     "variance_estimate",
 ]

@@ -23,7 +23,10 @@ accounting):
   curves, then ``"pair"`` in each prompt at its share (same sizes, proxies and designs);
 * ``"pair_strata"`` -- predicted successes and failures among unfinished as two strata,
   SRSWOR within each at Neyman's sizes (:mod:`pairht.step.strata`, design
-  :class:`~pairht.designs.Stratified`).
+  :class:`~pairht.designs.Stratified`);
+* ``"pair_dr"`` -- Neyman's rule for the difference estimator, one budget for the batch
+  (:mod:`pairht.step.neyman`, Bernoulli design, estimator
+  :mod:`pairht.estimators.difference`).
 """
 
 from __future__ import annotations
@@ -153,9 +156,10 @@ def program_allocators() -> tuple[str, ...]:
 
 #: The prefix rules a width choice weighs against small-group GRPO (allocator names, also
 #: audit row keys): PAIR's default (each prompt at its own budget), one budget for the batch,
-#: and predicted outcomes as strata (:func:`pairht.audit.width_advice`, the audit's
-#: ``pair_width``, the trainer's ``set_width``).
-PREFIX_RULES: tuple[str, ...] = ("pair", "pair_batch", "pair_strata")
+#: predicted outcomes as strata, and the difference estimator at Neyman's allocation
+#: (:func:`pairht.audit.width_advice`, the audit's ``pair_width``, the trainer's
+#: ``set_width``).
+PREFIX_RULES: tuple[str, ...] = ("pair", "pair_batch", "pair_strata", "pair_dr")
 
 
 def allocator_names() -> list[str]:
@@ -336,13 +340,7 @@ class PairStrataAllocator:
         from pairht.step.strata import stratum_pi
 
         _no_size(self.name, size, common)
-        m = None if score_norm is None else np.asarray(score_norm, dtype=np.float64)
-        if m is not None and (m.shape != inputs.shape or not np.all(np.isfinite(m))
-                              or np.any(m < 0)):
-            raise ValueError(f"score_norm must be a finite, nonnegative (B, G) = "
-                             f"{inputs.shape} array of predicted score norms; got shape "
-                             f"{m.shape}" + ("" if m.shape != inputs.shape else
-                                             " with a negative or non-finite entry"))
+        m = _score_norm(inputs, score_norm)
         lo = check_floor(inputs, pi_min)
         B = inputs.shape[0]
         pi = np.ones(inputs.shape)
@@ -353,6 +351,77 @@ class PairStrataAllocator:
                                           float(inputs.budget[b]), lo,
                                           None if m is None else m[b])
         return pi, _info(B, status, inputs.budget - expected_cost(inputs, pi), self.design)
+
+
+def _score_norm(inputs: StepInputs, score_norm: np.ndarray | None) -> np.ndarray | None:
+    """``score_norm`` as a finite, nonnegative ``(B, G)`` array (ValueError naming it)."""
+    if score_norm is None:
+        return None
+    m = np.asarray(score_norm, dtype=np.float64)
+    if m.shape != inputs.shape or not np.all(np.isfinite(m)) or np.any(m < 0):
+        raise ValueError(f"score_norm must be a finite, nonnegative (B, G) = {inputs.shape} "
+                         f"array of predicted score norms; got shape {m.shape}"
+                         + ("" if m.shape != inputs.shape else
+                            " with a negative or non-finite entry"))
+    return m
+
+
+@register_allocator("pair_dr")
+class PairDifferenceAllocator:
+    r"""Neyman allocation for the difference estimator, one budget for the batch
+    (:mod:`pairht.step.neyman`).
+
+    ``pi_i = clip(sqrt(w_i / (lambda c_hat_i)), pi_min, 1)`` over every unfinished candidate
+    of the batch, ``w_i = E[c_i^2] m_i^2`` (the predicted energy of ``i``'s term of the pair
+    gradient, ``m_i`` the predicted score norm ``score_norm``, 1 if not given), one
+    ``lambda`` spending ``sum_b budget_b`` exactly. Bernoulli design, estimated with
+    :func:`~pairht.estimators.difference.difference_advantages` and the predictions as
+    baselines (exactly unbiased for any predictions while ``pi_min > 0``). ``known``
+    (``(B, G)``, read where finished) gives the finished candidates' rewards.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pairht.step import StepInputs
+    >>> x = StepInputs.from_ratio([[0.5, 0.5, 0.5, 0.5], [1.0, 1.0, 1.0, 1.0]],
+    ...                           np.full((2, 4), 10.0), np.zeros((2, 4), bool), 0.5)
+    >>> pi, info = ALLOCATORS["pair_dr"].pi(x)
+    >>> pi.round(3).tolist()     # the prompt predicted to agree keeps its floor
+    [[0.92, 0.92, 0.92, 0.92], [0.08, 0.08, 0.08, 0.08]]
+    >>> round(float((pi * 10.0).sum()), 9)   # the batch's budget, spent exactly
+    40.0
+    """
+
+    name = "pair_dr"
+    design = "bernoulli"
+    estimator = "difference"
+    #: Takes predicted score norms (``score_norm``, ``(B, G)``): the audit passes ``m_hat``.
+    takes_score_norm = True
+    #: Takes the finished candidates' rewards (``known``, ``(B, G)``).
+    takes_known_rewards = True
+
+    def pi(self, inputs: StepInputs, *, pi_min: float = 0.08, size: Any = None,
+           score_norm: np.ndarray | None = None, known: np.ndarray | None = None,
+           **common: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        from pairht.step.neyman import coefficient_energy, neyman_pi
+
+        _no_size(self.name, size, common)
+        m = _score_norm(inputs, score_norm)
+        if known is not None:
+            kn = np.asarray(known, dtype=np.float64)
+            if kn.shape != inputs.shape or not np.all(np.isfinite(kn[inputs.finished])):
+                raise ValueError(f"known must be a (B, G) = {inputs.shape} array of rewards, "
+                                 f"finite where finished; got shape {kn.shape}")
+            known = kn
+        lo = check_floor(inputs, pi_min)
+        w = coefficient_energy(inputs.p_hat, inputs.finished, known)
+        if m is not None:
+            w = w * m**2
+        c = np.where(inputs.finished, 0.0, inputs.c_hat)
+        pi, status = neyman_pi(w, c, ~inputs.finished, float(inputs.budget.sum()), lo)
+        B = inputs.shape[0]
+        return pi, _info(B, status, inputs.budget - expected_cost(inputs, pi), self.design,
+                         prompt_budget=expected_cost(inputs, pi))
 
 
 @register_allocator("pair")

@@ -1,0 +1,103 @@
+"""The difference pair estimator: unbiasedness and exact covariance, by enumeration.
+
+Every check enumerates the design's support (every sample and its probability) and forms
+``A_i`` from :func:`difference_advantages` on each sample, against the definitions
+``c_i = (1/2M) sum_j (r_i - r_j)`` and ``Cov(A_i, A_k)`` written out here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from pairht.designs import Bernoulli
+from pairht.estimators.difference import (
+    difference_advantages,
+    difference_coefficients,
+    difference_moments,
+)
+
+from ._support import positive_pair_designs, rewards_for
+
+KINDS = ["bernoulli", "conditional_poisson", "stratified", "randomized_dependent_rounding"]
+
+
+def _target(r: np.ndarray) -> np.ndarray:
+    g = r.shape[0]
+    return np.array([sum(r[i] - r[j] for j in range(g) if j != i) for i in range(g)]) / (
+        g * (g - 1))
+
+
+def _enumerated(design, r, b):
+    masks, probs = design.support()
+    adv = np.stack([difference_advantages(np.where(m, r, np.nan), m, design.joint(), b)
+                    for m in masks])
+    mean = probs @ adv
+    cov = (adv - mean).T @ ((adv - mean) * probs[:, None])
+    return mean, cov
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_unbiased_and_exact_covariance_by_enumeration(kind: str, data: st.DataObject) -> None:
+    design = data.draw(positive_pair_designs(kind, max_size=7))
+    g = design.n_units
+    r = data.draw(rewards_for(g))
+    b = data.draw(hnp.arrays(np.float64, g, elements=st.floats(-1.0, 2.0)))
+    mean, cov = _enumerated(design, r, b)
+    np.testing.assert_allclose(mean, _target(r), atol=1e-10)  # unbiased for any baselines
+    mom = difference_moments(r, b, design)
+    np.testing.assert_allclose(mom.mean_advantages, _target(r), atol=1e-10)
+    np.testing.assert_allclose(mom.target_advantages, _target(r), atol=1e-12)
+    np.testing.assert_allclose(mom.advantage_covariance, cov, atol=1e-9, rtol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_exact_baselines_give_the_unit_level_ht_estimator(data: st.DataObject) -> None:
+    design = data.draw(positive_pair_designs("conditional_poisson", max_size=7))
+    g = design.n_units
+    r = data.draw(rewards_for(g))
+    mom = difference_moments(r, r, design)
+    pi = design.pi
+    c = _target(r)
+    # A_i = J_i c_i / pi_i: covariance c_i c_k (pi_ik - pi_i pi_k) / (pi_i pi_k)
+    joint = design.joint()
+    expect = np.outer(c, c) * (joint - np.outer(pi, pi)) / np.outer(pi, pi)
+    np.testing.assert_allclose(mom.advantage_covariance, expect, atol=1e-10)
+    masks, _ = design.support()
+    for m in masks[:8]:
+        np.testing.assert_allclose(difference_advantages(r, m, joint, r),
+                                   np.where(m, c / pi, 0.0), atol=1e-12)
+
+
+def test_zero_inclusion_leaves_the_missing_terms_as_bias() -> None:
+    # unit 1 is never completed: E[A_1] = 0, and unit 0 misses the (b_1 - r_1) correction
+    design = Bernoulli([0.5, 0.0, 1.0])
+    r, b = np.array([1.0, 1.0, 0.0]), np.array([1.0, 0.0, 0.0])
+    mean, _ = _enumerated(design, r, b)
+    mom = difference_moments(r, b, design)
+    np.testing.assert_allclose(mom.mean_advantages, mean, atol=1e-12)
+    assert mom.mean_advantages[1] == 0.0
+    assert not np.allclose(mom.mean_advantages, mom.target_advantages)
+    g = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    np.testing.assert_allclose(mom.bias(g), (mean - _target(r)) @ g, atol=1e-12)
+
+
+def test_bad_inputs_name_the_argument() -> None:
+    joint = Bernoulli([0.5, 0.5]).joint()
+    with pytest.raises(ValueError, match="baselines"):
+        difference_advantages([1.0, 0.0], [True, True], joint, [np.nan, 0.0])
+    with pytest.raises(ValueError, match="baselines"):
+        difference_coefficients([1.0, 0.0], [1.0, 0.0, 0.0], joint)
+    with pytest.raises(ValueError, match="joint"):
+        difference_advantages([1.0, 0.0], [True, True], np.eye(3), [1.0, 0.0])
+    with pytest.raises(ValueError, match="positive on every pair"):
+        difference_advantages([1.0, 0.0], [True, True], np.diag([0.5, 0.5]), [1.0, 0.0])
+    with pytest.raises(ValueError, match="rewards"):
+        difference_moments([1.0, 0.0, 1.0], [1.0, 0.0], Bernoulli([0.5, 0.5]))
+
