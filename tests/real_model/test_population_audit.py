@@ -166,25 +166,28 @@ def test_pair_deciding_its_width_is_never_worse_than_the_best_baseline(path, bud
     assert res.row("pair_width").metrics["chose_grpo_small"] == 1.0
 
 
-@pytest.mark.parametrize(("stem", "budget"), [("smollm2_steps", 0.25), ("smollm2_steps", 0.5),
-                                              ("smollm2_arith", 0.5)])
-def test_hindsight_heads_beat_small_group_grpo_with_one_budget_for_the_batch(stem, budget):
-    """Issue 14's second criterion on the committed small populations (tau = 8): with
-    hindsight-perfect predictions PAIR deciding its width runs ``pair_batch`` on every fold and
-    has at most 0.80x small-group GRPO's exact MSE at the same generated tokens (the full
-    populations: 0.393, 0.074 and 0.311, docs/audit.md); per prompt, PAIR does not get there
-    at budget 0.25 (the batch split is what pays: groups that fail together)."""
+@pytest.mark.parametrize(("stem", "tau", "budget"),
+                         [("smollm2_steps", 8, 0.25), ("smollm2_steps", 8, 0.5),
+                          ("smollm2_arith", 8, 0.5), ("smollm2_steps", 32, 0.25)])
+def test_hindsight_heads_beat_small_group_grpo_with_the_difference_estimator(stem, tau, budget):
+    """Issue 14's second criterion on the committed small populations: with hindsight-perfect
+    predictions PAIR deciding its width runs ``pair_dr`` (the difference estimator at Neyman's
+    allocation, one budget for the batch) on every fold and has at most 0.80x small-group
+    GRPO's exact MSE at the same generated tokens (the full populations: 0.250, 0.038, 0.134
+    and 0.553, docs/audit.md). Per prompt, PAIR does not get there at budget 0.25, and the
+    pair-HT estimator's batch split does worse than the difference estimator's."""
     from pairht.audit import AuditConfig, run_audit, with_predictions
 
-    pop = with_predictions(load_population(os.path.join(DATA, f"{stem}_tau8_small.npz")),
+    pop = with_predictions(load_population(os.path.join(DATA, f"{stem}_tau{tau}_small.npz")),
                            "hindsight")
-    res = run_audit(pop, rows=["pair_width", "grpo_small", "pair"],
+    res = run_audit(pop, rows=["pair_width", "grpo_small", "pair", "pair_batch"],
                     config=AuditConfig(budget_ratio=budget), n_draws=0)
     width, grpo = res.row("pair_width"), res.row("grpo_small")
-    assert width.metrics["chose_pair_batch"] == 1.0
+    assert width.metrics["chose_pair_dr"] == 1.0
     assert width.metrics["mse_exact"] <= 0.80 * grpo.metrics["mse_exact"]
+    assert width.metrics["mse_exact"] < res.row("pair_batch").metrics["mse_exact"]
     # the same generated tokens: every fold chose the same rule
     assert width.metrics["generated_exact"] == pytest.approx(grpo.metrics["generated_exact"],
                                                              rel=1e-9)
-    if stem == "smollm2_steps" and budget == 0.25:
+    if budget == 0.25:
         assert res.row("pair").metrics["mse_exact"] > 0.80 * grpo.metrics["mse_exact"]

@@ -18,7 +18,13 @@ from pairht.audit.base import AuditConfig, finished_mask, suffix_costs
 from pairht.audit.population import Population
 from pairht.audit.runner import run_audit
 from pairht.audit.summary import compare_to_baselines
-from pairht.audit.width import CONFIDENCE, N_BOOT, PREFIX_OPTIONS, confidently_lower
+from pairht.audit.width import (
+    CONFIDENCE,
+    N_BOOT,
+    PREFIX_OPTIONS,
+    confidently_lower,
+    corrected_confidence,
+)
 from pairht.estimators import pair_gradient
 
 
@@ -30,12 +36,14 @@ class WidthAdvice:
     ----------
     choice : str
         A prefix rule (``"pair"``: every prefix, then a subset continued, each prompt at its
-        own budget; ``"pair_batch"``: the same with one budget for the batch) or
+        own budget; ``"pair_batch"``: the same with one budget for the batch;
+        ``"pair_strata"``, ``"pair_dr"``: :data:`pairht.step.PREFIX_RULES`) or
         ``"grpo_small"`` (``G'`` whole completions): the prefix rule with the lower mean exact
         MSE (``option``), only when it is below GRPO's with the confidence ``pair_width`` asks
-        of history (the :data:`pairht.audit.width.CONFIDENCE` quantile of the bootstrap ratio
-        over prompts below 1); ``"none"`` when every prompt's rewards tie (all MSEs 0,
-        ``ratio`` NaN).
+        of history (the :data:`pairht.audit.width.CONFIDENCE` quantile, corrected for the
+        number of rules weighed, :func:`~pairht.audit.width.corrected_confidence`, of the
+        bootstrap ratio over prompts below 1); ``"none"`` when every prompt's rewards tie (all
+        MSEs 0, ``ratio`` NaN).
     ratio : float
         ``mean_q MSE_option / mean_q MSE_grpo_small`` (< 1: the prefixes pay).
     low, high : float
@@ -101,7 +109,8 @@ def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: f
     grpo = res.row("grpo_small")
     # A population without reward contrast has MSE 0 for every option (ratio NaN): no
     # verdict. A prefix rule only when it is confidently better, as pair_width decides.
-    sure = confidently_lower(mse[best], mse["grpo_small"], CONFIDENCE, N_BOOT,
+    sure = confidently_lower(mse[best], mse["grpo_small"],
+                             corrected_confidence(CONFIDENCE, len(opts)), N_BOOT,
                              np.random.default_rng(np.random.SeedSequence([int(seed), 37])))
     choice = "none" if not np.isfinite(cmp.ratio) else best if sure else "grpo_small"
     return WidthAdvice(choice=choice, ratio=cmp.ratio,
