@@ -13,8 +13,9 @@ several seeds, and writes a markdown report with figures:
   :data:`ARMS`: ``uniform``, ``pointwise``, ``adaptive_unweighted``, ``pair_skill_shrink``,
   and the paper's comparators as allocators of the
   same step (``vip``, ``hora``, ``duet``, ``dppo``; :mod:`pairht.comparators`) and
-  ``pair_joint`` (one budget across prompts and within groups), and ``pair_strata`` (the
-  heads' predicted successes and failures as strata). They run in the same trainer,
+  ``pair_joint`` (one budget across prompts and within groups), ``pair_strata`` (the
+  heads' predicted successes and failures as strata) and ``pair_dr`` (the difference
+  estimator at Neyman's allocation). They run in the same trainer,
   with the same prefix phase, budget ratio and token accounting as ``pair``.
 
 Reported per arm (mean over seeds, with 95% intervals from a paired bootstrap over seeds and
@@ -124,6 +125,11 @@ ARMS: dict[str, Arm] = {
         description="PAIR's predicted successes and failures as two strata, SRSWOR within "
                     "each at Neyman's sizes (the audit's best rule on the long chains at "
                     "budget 0.5)",
+    ),
+    "pair_dr": Arm(
+        "pair", {"allocator": "pair_dr"},
+        description="the difference estimator (HT advantages with the heads' predictions as "
+                    "baselines) at Neyman's allocation, one budget for the batch",
     ),
 }
 

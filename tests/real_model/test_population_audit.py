@@ -191,3 +191,22 @@ def test_hindsight_heads_beat_small_group_grpo_with_the_difference_estimator(ste
                                                              rel=1e-9)
     if budget == 0.25:
         assert res.row("pair").metrics["mse_exact"] > 0.80 * grpo.metrics["mse_exact"]
+
+
+def test_no_prefix_design_reaches_the_criterion_on_short_answers_at_tau32_budget_025():
+    """Where the second criterion is not met (short answers, tau = 32, budget 0.25): the
+    Godambe-Joshi bound, the lowest expected MSE of any design-unbiased estimator that generates
+    every prefix even with hindsight-perfect rewards, costs and score norms, is far above
+    0.80x small-group GRPO's MSE (full population: 2.05x), and the difference estimator with
+    hindsight predictions sits just above it (docs/audit.md, "The difference estimator")."""
+    from pairht.audit import AuditConfig, run_audit, with_predictions
+    from pairht.audit.bounds import independent_directions, neyman_bound
+
+    pop = independent_directions(load_population(SMALL[1]))
+    cfg = AuditConfig(budget_ratio=0.25)
+    grpo = run_audit(pop, rows=["grpo_small"], config=cfg, n_draws=0).row("grpo_small")
+    bound = float(neyman_bound(pop, 0.25).mean())
+    assert bound > 2.0 * grpo.metrics["mse_exact"]
+    dr = run_audit(with_predictions(pop, "hindsight"), rows=["pair_dr"], config=cfg,
+                   n_draws=0).row("pair_dr")
+    assert bound <= dr.metrics["mse_exact"] <= 1.5 * bound
