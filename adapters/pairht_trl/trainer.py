@@ -803,8 +803,8 @@ class PairGRPOTrainer(GRPOTrainer):
             from pairht.estimators.difference import difference_advantages
 
             base = np.where(draw.prefix_done, np.nan_to_num(draw.rewards), draw.p_hat)
-            adv = torch.as_tensor(difference_advantages(
-                np.where(draw.mask, draw.rewards, 0.0), draw.mask, draw.joint, base),
+            adv = torch.as_tensor(
+                difference_advantages(draw.rewards, draw.mask, draw.joint, base),
                 dtype=dtype, device=device)
         else:
             adv = pair_advantages_torch(rewards, weights, dtype=dtype)
