@@ -21,7 +21,8 @@ floor ``pi_min``).
 The model's expected MSE of any row is its exact MSE on :func:`independent_directions` (the
 population with its Gram matrices replaced by their diagonals), so a cell in which the bound
 exceeds ``0.8`` of small-group GRPO's MSE there is a cell in which **no** design-unbiased prefix
-design reaches ``0.8x`` GRPO, with any heads (docs/audit.md, "How low can a prefix design go").
+design reaches ``0.8x`` GRPO in expectation under the model, with any heads (docs/audit.md,
+"The difference estimator (``pair_dr``) and how low a prefix design can go").
 
 References
 ----------

@@ -38,6 +38,7 @@ from pairht.estimators import (
     VARIANTS,
     conditional_bias,
     design_covariance,
+    difference_moments,
     edge_weights,
     n_pairs,
     pair_advantages,
@@ -205,8 +206,6 @@ def difference_baselines(pop: Population) -> np.ndarray:
 def difference_row_moments(plan: Plan, pop: Population, L: np.ndarray) -> ExactMoments:
     """Exact moments of a row with the difference estimator (``estimator = "difference"``),
     from :func:`pairht.estimators.difference.difference_moments` on every prompt."""
-    from pairht.estimators.difference import difference_moments
-
     joint, designs = plan.joint, plan.designs
     assert joint is not None and designs is not None  # vertex rows always plan both
     vertices, edges, tokens = expected_counts(plan, joint)

@@ -51,7 +51,13 @@ from pairht.audit.exact import (
     informative,
 )
 from pairht.audit.population import Population
-from pairht.estimators import edge_weights, n_pairs, pair_advantages, pair_kernel
+from pairht.estimators import (
+    difference_advantages,
+    edge_weights,
+    n_pairs,
+    pair_advantages,
+    pair_kernel,
+)
 from pairht.estimators.variants import inverse_on
 
 
@@ -384,8 +390,6 @@ def draw_difference_row(plan: Plan, pop: Population, L: np.ndarray, q: int, n: i
     """``n`` replays of a difference-estimator row on prompt ``q``: ``sum_i A_i L_i`` with
     ``A`` from :func:`pairht.estimators.difference.difference_advantages` (the predictions as
     baselines); tokens and edge-weight statistics as the HT row on the same design."""
-    from pairht.estimators.difference import difference_advantages
-
     assert plan.designs is not None and plan.joint is not None  # vertex rows plan both
     G, M = pop.group_size, n_pairs(pop.group_size)
     t0 = time.perf_counter()
