@@ -10,7 +10,7 @@ import pytest
 from pairht.audit import ROWS
 from pairht.audit.exact import row_moments
 from pairht.audit.rows import AuditConfig, edge_probabilities
-from pairht.estimators import pair_estimate, pair_gradient, pair_kernel
+from pairht.estimators import difference_advantages, pair_estimate, pair_gradient, pair_kernel
 
 
 def _plan(row_key, pop, cfg):
@@ -75,6 +75,16 @@ def test_exact_moments_equal_brute_force_enumeration(small_pop, small_cfg, key):
         assert mom.tokens[q] == pytest.approx(probs @ (masks @ plan.cost[q]), rel=1e-12)
 
 
+def _matches_support(mom, q, g, est, masks, probs, cost):
+    """Exact moments of prompt ``q`` against every sample's estimate ``est`` of the support."""
+    mean = probs @ est
+    scale = max(np.abs(g).max(), 1e-300)
+    np.testing.assert_allclose(mom.bias[q], mean - g, atol=1e-12 * scale)
+    trace = float(probs @ ((est - mean) ** 2).sum(axis=1))
+    assert mom.trace_cov[q] == pytest.approx(trace, rel=1e-10, abs=1e-14 * scale**2)
+    assert mom.tokens[q] == pytest.approx(probs @ (masks @ cost), rel=1e-12)
+
+
 @pytest.mark.parametrize("key", CONDITIONAL_ROWS)
 def test_conditional_rows_equal_brute_force_enumeration(small_pop, small_cfg, key):
     """Conditional HT: every mask of the mixed-size support weighted with the joints of the
@@ -87,20 +97,13 @@ def test_conditional_rows_equal_brute_force_enumeration(small_pop, small_cfg, ke
         est = np.stack([
             pair_estimate(small_pop.rewards[q], L[q], m, joint=comps[int(m.sum())].joint())
             if m.sum() >= 2 else np.zeros(L.shape[2]) for m in masks])
-        mean = probs @ est
-        scale = max(np.abs(g[q]).max(), 1e-300)
-        np.testing.assert_allclose(mom.bias[q], mean - g[q], atol=1e-12 * scale)
-        trace = float(probs @ ((est - mean) ** 2).sum(axis=1))
-        assert mom.trace_cov[q] == pytest.approx(trace, rel=1e-10, abs=1e-14 * scale**2)
-        assert mom.tokens[q] == pytest.approx(probs @ (masks @ plan.cost[q]), rel=1e-12)
+        _matches_support(mom, q, g[q], est, masks, probs, plan.cost[q])
 
 
 @pytest.mark.parametrize("key", DIFFERENCE_ROWS)
 def test_difference_rows_equal_brute_force_enumeration(small_pop, small_cfg, key):
     """The difference estimator with the population's predictions as baselines (finished:
     their rewards), every mask of the design's support."""
-    from pairht.estimators.difference import difference_advantages
-
     _, plan, L, mom, g = _exact(key, small_pop, small_cfg)
     fin = small_pop.finished if small_pop.finished is not None else np.zeros_like(
         small_pop.rewards, dtype=bool)
@@ -110,12 +113,7 @@ def test_difference_rows_equal_brute_force_enumeration(small_pop, small_cfg, key
         base = np.where(fin[q], small_pop.rewards[q], small_pop.p_hat[q])
         est = np.stack([difference_advantages(small_pop.rewards[q], m, design.joint(), base)
                         @ L[q] for m in masks])
-        mean = probs @ est
-        scale = max(np.abs(g[q]).max(), 1e-300)
-        np.testing.assert_allclose(mom.bias[q], mean - g[q], atol=1e-12 * scale)
-        trace = float(probs @ ((est - mean) ** 2).sum(axis=1))
-        assert mom.trace_cov[q] == pytest.approx(trace, rel=1e-10, abs=1e-14 * scale**2)
-        assert mom.tokens[q] == pytest.approx(probs @ (masks @ plan.cost[q]), rel=1e-12)
+        _matches_support(mom, q, g[q], est, masks, probs, plan.cost[q])
 
 
 @pytest.mark.parametrize("key", EDGE_ROWS)
