@@ -263,14 +263,17 @@ class AuditCallback(TrainerCallback):
     def _advise(self, step: int, population: Any) -> None:
         """Do the prefixes pay on this population? (:func:`pairht.audit.width_advice`.)"""
         from pairht.audit import width_advice
+        from pairht_trl.config import switchable_rules
 
         args = self.trainer.args
-        adv = width_advice(population, args.budget_ratio, pi_min=args.pi_min, seed=step)
+        # only rules the trainer can switch to under its weighting (pair_dr needs exact)
+        adv = width_advice(population, args.budget_ratio, pi_min=args.pi_min, seed=step,
+                           options=switchable_rules(args.weighting))
         self.advice.append((step, adv))
         if adv.choice == "grpo_small":
             g = self.trainer.pair_args.num_generations
             self._decision = ("whole", float(min(max(adv.group_size, 2.0), g)), None)
-        elif adv.choice != "none":  # a prefix rule: "pair" or "pair_batch"
+        elif adv.choice != "none":  # a prefix rule (pairht.step.PREFIX_RULES)
             self._decision = ("prefixes", None, adv.choice)
         m = self.trainer._metrics["train"]
         m["pair/width_mse_ratio"].append(adv.ratio)

@@ -117,6 +117,14 @@ def rule_estimator(allocator: str) -> str:
     return str(getattr(ALLOCATORS[allocator], "estimator", "ht"))
 
 
+def switchable_rules(weighting: str) -> tuple[str, ...]:
+    """The prefix rules a width verdict may switch to under the config's ``weighting``: every
+    rule of :func:`prefix_rules`, but the difference estimator's (``"pair_dr"``) with exact
+    weights only (:class:`pairht_trl.audit_mode.AuditCallback` asks the audit about these)."""
+    return tuple(r for r in prefix_rules()
+                 if weighting == "exact" or rule_estimator(r) != "difference")
+
+
 def program_allocators() -> tuple[str, ...]:
     """The allocation rules that solve PAIR's program and take its size, proxy and warm start
     (:func:`pairht.step.program_allocators`: ``"pair"``, ``"pair_batch"``)."""

@@ -130,3 +130,9 @@ def test_audit_callback_switches_the_width_to_its_verdict(tmp_path):
     a.weighting, a.w_max = "clipped", 10.0
     with pytest.raises(ValueError, match="difference estimator"):
         trainer.set_width("prefixes", None, "pair_dr")
+    # ... so the callback does not ask the audit about it under that weighting
+    from pairht.step import PREFIX_RULES
+    from pairht_trl.config import switchable_rules
+
+    assert switchable_rules("exact") == PREFIX_RULES
+    assert switchable_rules("clipped") == tuple(r for r in PREFIX_RULES if r != "pair_dr")

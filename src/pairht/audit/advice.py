@@ -82,8 +82,8 @@ def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: f
                  seed: int = 0, options: Sequence[str] = PREFIX_OPTIONS) -> WidthAdvice:
     r"""Do the prefixes pay on ``population``? PAIR against small-group GRPO, exactly.
 
-    Runs the audit's prefix rules ``options`` (default ``pair``, PAIR's default, and
-    ``pair_batch``, the same with one budget for the batch) and ``grpo_small`` (``G'`` whole
+    Runs the audit's prefix rules ``options`` (default :data:`pairht.step.PREFIX_RULES`:
+    ``pair``, ``pair_batch``, ``pair_strata``, ``pair_dr``) and ``grpo_small`` (``G'`` whole
     completions at PAIR's total generated tokens) at ``budget_ratio`` with exact metrics only;
     takes the prefix rule with the lower mean exact MSE and reports its ratio to GRPO with a
     bootstrap interval over prompts. The verdict follows ``pair_width``'s rule (a prefix rule
