@@ -800,9 +800,12 @@ class PairGRPOTrainer(GRPOTrainer):
         if rule_estimator(args.allocator) == "difference":
             # pair_dr: HT advantages corrected by the predictions as baselines (fixed before
             # the draw; finished candidates' known rewards), exactly unbiased for any p_hat
-            from pairht.estimators.difference import difference_advantages
+            from pairht.estimators.difference import (
+                difference_advantages,
+                prediction_baselines,
+            )
 
-            base = np.where(draw.prefix_done, np.nan_to_num(draw.rewards), draw.p_hat)
+            base = prediction_baselines(draw.p_hat, draw.rewards, draw.prefix_done)
             adv = torch.as_tensor(
                 difference_advantages(draw.rewards, draw.mask, draw.joint, base),
                 dtype=dtype, device=device)

@@ -54,6 +54,23 @@ def test_pair_batch_trains_without_shrinkage_and_its_draw_is_the_steps(tmp_path)
     assert logs and np.isfinite(logs[0]["pair/ess"])
 
 
+def _trained_and_step_plan(tmp_path, allocator):
+    """One training step with ``allocator`` (no shrinkage) and the step's own plan on the
+    trainer's logged inputs, with the score-norm prediction the trainer passes (the audit's
+    ``m_hat = sqrt(prefix + c_hat)``)."""
+    from pairht_trl.heads import score_norm_proxy
+
+    trainer = make_trainer(tmp_path, allocator=allocator, max_steps=1, shrink_to_skill=False)
+    trainer.train()
+    draw = trainer.last_draw
+    inputs = StepInputs.from_ratio(draw.p_hat, draw.c_hat, draw.prefix_done,
+                                   budget_ratio=trainer.pair_args.budget_ratio)
+    m_hat = score_norm_proxy(draw.prefix_len, draw.c_hat, draw.prefix_done)
+    plan = plan_continuations(inputs, allocator=allocator, rng=0,
+                              pi_min=trainer.pair_args.pi_min, score_norm=m_hat)
+    return trainer, draw, plan
+
+
 def test_pair_strata_trains_with_its_own_stratified_design(tmp_path):
     """Predicted outcomes as strata: the design defaults to the rule's own (stratified), the
     trainer's draw is the step's plan on the same inputs, and its joints are the design's."""
@@ -61,18 +78,7 @@ def test_pair_strata_trains_with_its_own_stratified_design(tmp_path):
 
     cfg = make_config(tmp_path, allocator="pair_strata")
     assert cfg.design is None
-    trainer = make_trainer(tmp_path, allocator="pair_strata", max_steps=1,
-                           shrink_to_skill=False)
-    trainer.train()
-    draw = trainer.last_draw
-    inputs = StepInputs.from_ratio(draw.p_hat, draw.c_hat, draw.prefix_done,
-                                   budget_ratio=trainer.pair_args.budget_ratio)
-    from pairht_trl.heads import score_norm_proxy
-
-    # the trainer passes the audit's score-norm prediction m_hat = sqrt(prefix + c_hat)
-    m_hat = score_norm_proxy(draw.prefix_len, draw.c_hat, draw.prefix_done)
-    plan = plan_continuations(inputs, allocator="pair_strata", rng=0,
-                              pi_min=trainer.pair_args.pi_min, score_norm=m_hat)
+    trainer, draw, plan = _trained_and_step_plan(tmp_path, "pair_strata")
     np.testing.assert_allclose(draw.pi, plan.pi, rtol=0, atol=1e-6)
     for b in range(plan.pi.shape[0]):
         d = group_design("stratified", plan.pi[b], draw.prefix_done[b])
@@ -86,21 +92,13 @@ def test_pair_dr_trains_with_the_difference_estimator(tmp_path):
     trainer's draw is the step's plan on the same inputs, and its advantages are
     pairht.estimators.difference's with the predictions as baselines (finished: rewards)."""
     from pairht.estimators.difference import difference_advantages
-    from pairht_trl.heads import score_norm_proxy
 
     assert make_config(tmp_path, allocator="pair_dr").design is None
     with pytest.raises(ValueError, match="difference estimator"):
         make_config(tmp_path, allocator="pair_dr", design="conditional_poisson")
     with pytest.raises(ValueError, match="difference estimator"):
         make_config(tmp_path, allocator="pair_dr", weighting="clipped", w_max=10.0)
-    trainer = make_trainer(tmp_path, allocator="pair_dr", max_steps=1, shrink_to_skill=False)
-    trainer.train()
-    draw = trainer.last_draw
-    inputs = StepInputs.from_ratio(draw.p_hat, draw.c_hat, draw.prefix_done,
-                                   budget_ratio=trainer.pair_args.budget_ratio)
-    m_hat = score_norm_proxy(draw.prefix_len, draw.c_hat, draw.prefix_done)
-    plan = plan_continuations(inputs, allocator="pair_dr", rng=0,
-                              pi_min=trainer.pair_args.pi_min, score_norm=m_hat)
+    _, draw, plan = _trained_and_step_plan(tmp_path, "pair_dr")
     np.testing.assert_allclose(draw.pi, plan.pi, rtol=0, atol=1e-6)
     base = np.where(draw.prefix_done, np.nan_to_num(draw.rewards), draw.p_hat)
     adv = difference_advantages(np.where(draw.mask, draw.rewards, 0.0), draw.mask, draw.joint,

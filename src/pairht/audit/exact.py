@@ -44,6 +44,7 @@ from pairht.estimators import (
     pair_advantages,
     pair_gradient,
     pair_kernel,
+    prediction_baselines,
 )
 
 
@@ -200,7 +201,7 @@ def vertex_row_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray,
 def difference_baselines(pop: Population) -> np.ndarray:
     """Baselines of the difference estimator, ``(P, G)``: the predictions ``p_hat`` of the
     unfinished candidates, the known reward of the finished ones (fixed before the draw)."""
-    return np.where(finished_mask(pop), pop.rewards, pop.p_hat)
+    return prediction_baselines(pop.p_hat, pop.rewards, finished_mask(pop))
 
 
 def difference_row_moments(plan: Plan, pop: Population, L: np.ndarray) -> ExactMoments:

@@ -23,6 +23,7 @@ from pairht.estimators.difference import (
     difference_advantages,
     difference_coefficients,
     difference_moments,
+    prediction_baselines,
     target_coefficients,
 )
 from pairht.estimators.ess import ess
@@ -65,6 +66,7 @@ __all__ = [
     "pair_gradient",
     "pair_ht_gradient",
     "pair_kernel",
+    "prediction_baselines",
     "register_variant",
     "target_coefficients",
     "token_counts",

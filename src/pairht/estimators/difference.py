@@ -90,6 +90,21 @@ def target_coefficients(rewards: ArrayLike) -> np.ndarray:
     return (g * r - r.sum(axis=-1, keepdims=True)) / (2.0 * n_pairs(g))
 
 
+def prediction_baselines(p_hat: ArrayLike, rewards: ArrayLike,
+                         finished: ArrayLike) -> np.ndarray:
+    """The baselines the library uses, ``(..., G)``: the predictions ``p_hat`` of unfinished
+    candidates and the known reward of finished ones (both fixed before the draw; rewards of
+    unfinished candidates are never read and may be NaN).
+
+    Examples
+    --------
+    >>> prediction_baselines([0.3, 0.8], [float("nan"), 1.0], [False, True]).tolist()
+    [0.3, 1.0]
+    """
+    return np.where(np.asarray(finished, dtype=bool), np.asarray(rewards, dtype=np.float64),
+                    np.asarray(p_hat, dtype=np.float64))
+
+
 def difference_coefficients(rewards: ArrayLike, baselines: ArrayLike,
                             joint: ArrayLike) -> np.ndarray:
     r"""``a`` with ``A_i = sum_j a_ij J_i J_j`` (module docstring), shape ``(..., G, G)``.
