@@ -6,6 +6,7 @@ the same shape, budgets 0.25 and 0.5, prefix checkpoints tau = 8 and 32)::
     python benchmarks/audit_tables.py            # real 532 s + synthetic 730 s (2 busy cores)
     python benchmarks/audit_tables.py --small    # the CI populations (12 prompts)
     python benchmarks/audit_tables.py --style steps --sources real   # reasoning-length answers
+    python benchmarks/audit_tables.py --reference both   # both references from one audit
 
 Each cell is ``mean_q MSE_row / mean_q MSE_best`` (exact MSEs, no Monte Carlo) with its 95%
 percentile bootstrap interval over prompts (B = 2000), where ``best`` is the trivial baseline
@@ -41,12 +42,13 @@ DATA = os.path.join(HERE, "data")
 
 #: Rows of the table, in order: the baselines, then PAIR and its variants.
 ROW_KEYS = ("uniform_ht", "srswor", "pointwise_ht", "grpo_small", "pair_width", "pair",
-            "pair_batch", "pair_strata", "pair_dr", "pair_energy", "pair_cps", "pair_energy_cps",
-            "pair_drr", "adaptive_unweighted")
+            "pair_batch", "pair_strata", "pair_dr", "pair_dr_narrow", "pair_energy", "pair_cps",
+            "pair_energy_cps", "pair_drr", "adaptive_unweighted")
 #: PAIR rows re-run on replaced predictions (suffix ``@mode`` in the table).
 PREDICTION_ROWS = {"hindsight": ("pair_width", "pair", "pair_batch", "pair_strata",
-                                 "pair_dr", "pair_cps"),
-                   "prompt_mean": ("pair_width", "pair", "pair_batch", "pair_strata", "pair_dr")}
+                                 "pair_dr", "pair_dr_narrow", "pair_cps"),
+                   "prompt_mean": ("pair_width", "pair", "pair_batch", "pair_strata", "pair_dr",
+                                   "pair_dr_narrow")}
 
 
 def _relabel(row: Any, mode: str) -> Any:
@@ -77,6 +79,13 @@ def audit_cell(pop: Any, budget: float, *, seed: int, reference: str,
 
     Returns ``(cells, best_baseline_key, best_baseline_mse)``.
     """
+    return audit_cells(pop, budget, seed=seed, references=(reference,), n_boot=n_boot)[reference]
+
+
+def audit_cells(pop: Any, budget: float, *, seed: int, references: tuple[str, ...],
+                n_boot: int) -> dict[str, tuple[dict[str, tuple[float, float, float]], str,
+                                                float]]:
+    """:func:`audit_cell` for each reference (``"all"``, ``"prefix"``) from one audit."""
     from pairht.audit import (
         BASELINE_ROWS,
         ROWS,
@@ -93,19 +102,22 @@ def audit_cell(pop: Any, budget: float, *, seed: int, reference: str,
         extra = run_audit(with_predictions(pop, mode), rows=[k for k in rows if k in ROWS],
                           config=cfg, n_draws=0)
         res.rows.extend(_relabel(r, mode) for r in extra.rows)
-    bases = tuple(k for k in BASELINE_ROWS if k in keys
-                  and (reference == "all" or k != "grpo_small"))
-    cells: dict[str, tuple[float, float, float]] = {}
-    best, best_mse = "", float("nan")
-    for r in res.rows:
-        if not r.ok or "mse_exact" not in r.per_prompt:
-            cells[r.key] = (float("nan"),) * 3
-            continue
-        c = compare_to_baselines(res, r.key, baselines=bases, n_boot=n_boot, seed=seed)
-        cells[r.key] = (c.ratio, c.low, c.high)
-        best = c.baseline
-        best_mse = float(res.row(best).metrics["mse_exact"])
-    return cells, best, best_mse
+    out = {}
+    for reference in references:
+        bases = tuple(k for k in BASELINE_ROWS if k in keys
+                      and (reference == "all" or k != "grpo_small"))
+        cells: dict[str, tuple[float, float, float]] = {}
+        best, best_mse = "", float("nan")
+        for r in res.rows:
+            if not r.ok or "mse_exact" not in r.per_prompt:
+                cells[r.key] = (float("nan"),) * 3
+                continue
+            c = compare_to_baselines(res, r.key, baselines=bases, n_boot=n_boot, seed=seed)
+            cells[r.key] = (c.ratio, c.low, c.high)
+            best = c.baseline
+            best_mse = float(res.row(best).metrics["mse_exact"])
+        out[reference] = (cells, best, best_mse)
+    return out
 
 
 def print_table(cols: dict[str, dict[str, tuple[float, float, float]]],
@@ -148,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5])
     ap.add_argument("--sources", nargs="+", default=["real", "synthetic"],
                     choices=["real", "synthetic"])
-    ap.add_argument("--reference", choices=["all", "prefix"], default="all",
-                    help="baselines the ratio is taken to: all, or all but small-group GRPO")
+    ap.add_argument("--reference", choices=["all", "prefix", "both"], default="all",
+                    help="baselines the ratio is taken to: all, or all but small-group GRPO "
+                         "(both: the two tables from the same audits)")
     ap.add_argument("--small", action="store_true", help="the small (CI) real populations")
     ap.add_argument("--style", choices=sorted(STYLES), default="short",
                     help="the real population's prompts: short answers (default) or step by "
@@ -163,27 +176,30 @@ def main(argv: list[str] | None = None) -> int:
     real = population("real", args.taus[0], small=args.small, data=args.data, seed=args.seed,
                       shape=(0, 0), style=args.style)
     shape = (real.n_prompts, real.group_size)
+    refs = ("all", "prefix") if args.reference == "both" else (args.reference,)
     for source in args.sources:
-        cols: dict[tuple[int, float], dict[str, tuple[float, float, float]]] = {}
-        foot: list[str] = []
+        cols: dict[str, dict[tuple[int, float], dict[str, tuple[float, float, float]]]] = {
+            ref: {} for ref in refs}
+        foot: dict[str, list[str]] = {ref: [] for ref in refs}
         for tau in args.taus:
             pop = population(source, tau, small=args.small, data=args.data, seed=args.seed,
                              shape=shape, style=args.style)
             fin = 0.0 if pop.finished is None else float(pop.finished.mean())
             for b in args.budgets:
-                cells, best, best_mse = audit_cell(pop, b, seed=args.seed,
-                                                   reference=args.reference, n_boot=args.n_boot)
-                cols[(tau, b)] = cells
+                found = audit_cells(pop, b, seed=args.seed, references=refs, n_boot=args.n_boot)
                 share = bias_share(pop, "adaptive_unweighted", b, args.seed)
-                foot.append(f"tau={tau}, budget={b}: best baseline {best} (exact MSE "
-                            f"{best_mse:.4g}); finished fraction {fin:.3f}; adaptive_unweighted "
-                            f"bias share of MSE {100 * share:.1f}%")
+                for ref, (cells, best, best_mse) in found.items():
+                    cols[ref][(tau, b)] = cells
+                    foot[ref].append(f"tau={tau}, budget={b}: best baseline {best} (exact MSE "
+                                     f"{best_mse:.4g}); finished fraction {fin:.3f}; "
+                                     f"adaptive_unweighted bias share of MSE {100 * share:.1f}%")
         name = {"real": "SmolLM2-135M-Instruct arithmetic population"
                         + (", step by step" if args.style == "steps" else ""),
                 "synthetic": "synthetic population (oracle heads)"}[source]
-        print(f"\n### {name}, {shape[0]} prompts x G={shape[1]}, reference = "
-              f"{'best baseline' if args.reference == 'all' else 'best prefix baseline'}\n")
-        print_table({f"tau={t}, b={b}": c for (t, b), c in cols.items()}, foot)
+        for ref in refs:
+            print(f"\n### {name}, {shape[0]} prompts x G={shape[1]}, reference = "
+                  f"{'best baseline' if ref == 'all' else 'best prefix baseline'}\n")
+            print_table({f"tau={t}, b={b}": c for (t, b), c in cols[ref].items()}, foot[ref])
     print(f"\n({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     return 0
 

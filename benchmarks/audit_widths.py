@@ -9,6 +9,13 @@ predictions::
 
     python benchmarks/demo_population.py --out chain.npz
     python benchmarks/audit_widths.py chain.npz --budget 0.5      # widths G, G-1, ... > G'
+
+``--row pair_dr`` runs the difference estimator among the ``w`` candidates instead (closed
+form under its Bernoulli design, so ``G = 16`` takes seconds; docs/audit.md, "Prefixes for a
+subset only")::
+
+    python benchmarks/audit_widths.py benchmarks/data/smollm2_arith_tau32.npz --budget 0.25 \
+        --row pair_dr
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--widths", default=None, help="comma-separated; default every width "
                                                    "from G down to the first above G'")
     ap.add_argument("--max-subsets", type=int, default=5000)
+    ap.add_argument("--row", default="pair", help="the audit row run among the w candidates "
+                                                  "(e.g. pair_dr)")
     args = ap.parse_args(argv)
     pop = load_population(args.population)
     cfg = AuditConfig(budget_ratio=args.budget)
@@ -41,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                   list(range(p.group_size, math.floor(g_prime), -1)))
         for w in widths:
             try:
-                mse, b_w = two_stage_mse(p, args.budget, w, max_subsets=args.max_subsets)
+                mse, b_w = two_stage_mse(p, args.budget, w, row=args.row,
+                                         max_subsets=args.max_subsets)
             except ValueError as exc:
                 print(f"| {mode} | {w} | n/a | n/a ({exc}) |")
                 continue

@@ -12,6 +12,14 @@ cells well below 1::
 
     python benchmarks/demo_population.py --task chain_long --out chain_long.npz
     python benchmarks/width_rule.py --population chain_long.npz
+
+With ``--options all`` the choice weighs every prefix option ``pair_width`` weighs
+(:data:`pairht.audit.width.PREFIX_OPTIONS`, the level Bonferroni-corrected for them), which is
+how :data:`pairht.audit.width.CONFIDENCE` is chosen::
+
+    python benchmarks/width_rule.py --options all --population \
+        benchmarks/data/smollm2_steps_tau8.npz benchmarks/data/smollm2_steps_tau32.npz \
+        chain.npz chain_long.npz
 """
 
 from __future__ import annotations
@@ -47,7 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--population", nargs="*", default=[], help="more population files")
     ap.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5])
+    ap.add_argument("--options", choices=["pair", "all"], default="pair",
+                    help="GRPO against PAIR's default only, or against every prefix option "
+                         "pair_width weighs (pairht.audit.width.PREFIX_OPTIONS)")
     args = ap.parse_args(argv)
+    from pairht.audit.width import PREFIX_OPTIONS
+
+    opts = ["grpo_small", "pair"] if args.options == "pair" else ["grpo_small",
+                                                                   *PREFIX_OPTIONS]
     pops = {f"SmolLM2 tau={t}": population("real", t, small=False, data=DATA, seed=0,
                                            shape=(0, 0)) for t in (8, 32)}
     pops.update({f"synthetic tau={t}": synthetic_population(48, 16, prefix_tokens=t, rng=0)
@@ -60,11 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         for mode in ("stored", "hindsight"):
             p = with_predictions(pop, mode)
             for b in args.budgets:
-                res = run_audit(p, rows=["grpo_small", "pair"], n_draws=0,
+                res = run_audit(p, rows=opts, n_draws=0,
                                 config=AuditConfig(budget_ratio=b, seed=0))
-                mse = {k: res.row(k).per_prompt["mse_exact"] for k in ("grpo_small", "pair")}
-                cells = [_ratio(cross_fitted_choice(mse, ["grpo_small", "pair"],
-                                                    confidence=c)[1], mse["grpo_small"])
+                mse = {k: res.row(k).per_prompt["mse_exact"] for k in opts}
+                cells = [_ratio(cross_fitted_choice(mse, opts, confidence=c)[1],
+                                mse["grpo_small"])
                          for c in RULES]
                 print(f"| {name} | {mode} | {b} | {_ratio(mse['pair'], mse['grpo_small'])} | "
                       + " | ".join(cells) + " |")

@@ -184,7 +184,8 @@ def test_width_w_completing_everything_is_small_group_grpo_with_w_completions(wi
 
 
 def test_two_stage_refuses_what_it_cannot_compute(width_audit):
-    from pairht.audit.advice import subset_population, two_stage_mse
+    from pairht.audit.advice import two_stage_mse
+    from pairht.audit.two_stage import subset_population
 
     pop, _, _ = width_audit
     with pytest.raises(ValueError, match="width must be an int in"):

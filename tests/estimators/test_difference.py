@@ -15,6 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 from pairht.designs import Bernoulli
 from pairht.estimators.difference import (
+    bernoulli_difference_trace,
     difference_advantages,
     difference_coefficients,
     difference_moments,
@@ -101,3 +102,36 @@ def test_bad_inputs_name_the_argument() -> None:
     with pytest.raises(ValueError, match="rewards"):
         difference_moments([1.0, 0.0, 1.0], [1.0, 0.0], Bernoulli([0.5, 0.5]))
 
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_bernoulli_closed_form_trace_matches_enumeration(data: st.DataObject) -> None:
+    """The batched closed form of ``tr Cov(sum_i A_i s_i)`` under Bernoulli against the
+    enumerated covariance of the advantages, ``sum_ik Cov(A_i, A_k) K_ik``; some ``pi = 1``
+    (finished candidates)."""
+    g = data.draw(st.integers(2, 6))
+    r = data.draw(hnp.arrays(np.float64, g, elements=st.sampled_from([0.0, 0.5, 1.0])))
+    b = data.draw(hnp.arrays(np.float64, g, elements=st.floats(0.0, 1.0)))
+    pi = data.draw(hnp.arrays(np.float64, g, elements=st.sampled_from([0.1, 0.3, 0.7, 1.0])))
+    s = data.draw(hnp.arrays(np.float64, (g, 3), elements=st.floats(-2.0, 2.0)))
+    K = s @ s.T
+    _, cov = _enumerated(Bernoulli(pi), r, b)
+    want = float(np.sum(cov * K))
+    got = float(bernoulli_difference_trace(r, b, pi, K))
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
+    # batched: two groups at once give each group's own trace
+    both = bernoulli_difference_trace(np.stack([r, r[::-1]]), np.stack([b, b[::-1]]),
+                                      np.stack([pi, pi[::-1]]),
+                                      np.stack([K, K[::-1, ::-1]]))
+    np.testing.assert_allclose(both, [got, got], rtol=1e-12, atol=1e-15)
+
+
+def test_bernoulli_closed_form_refuses_bad_input() -> None:
+    r, b, K = np.array([1.0, 0.0]), np.array([0.5, 0.5]), np.eye(2)
+    with pytest.raises(ValueError, match=r"pi must be .* in \(0, 1\]"):
+        bernoulli_difference_trace(r, b, np.array([0.0, 0.5]), K)
+    with pytest.raises(ValueError, match="gram must be"):
+        bernoulli_difference_trace(r, b, np.array([0.5, 0.5]), np.eye(3))
+    with pytest.raises(ValueError, match="baselines must be"):
+        bernoulli_difference_trace(r, np.array([0.5]), np.array([0.5, 0.5]), K)

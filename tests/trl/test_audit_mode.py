@@ -66,14 +66,18 @@ def test_callback_writes_populations_that_pairht_audit_reads(tmp_path):
     assert cb.trainer is trainer
     trainer.train()
     assert len(cb.written) == 1
-    # The callback audited PAIR against small-group GRPO on the population it wrote.
+    # The callback audited PAIR against small-group GRPO on the population it wrote, over
+    # the prefix rules the trainer can switch to (not the audit-only narrower width).
     from pairht.audit import load_population, width_advice
+    from pairht_trl.config import switchable_rules
 
     (step, adv), = cb.advice
     assert step == 1
+    rules = switchable_rules(trainer.args.weighting)
+    assert "pair_dr_narrow" not in rules
     again = width_advice(load_population(cb.written[0]), trainer.args.budget_ratio,
-                         pi_min=trainer.args.pi_min, seed=1)
-    assert adv == again and adv.choice in ("pair", "pair_batch", "grpo_small")
+                         pi_min=trainer.args.pi_min, seed=1, options=rules)
+    assert adv == again and adv.choice in ("grpo_small", *rules)
     assert adv.choice == "grpo_small" or adv.ratio < 1.0  # PAIR only when better (confidently)
     assert 0.0 < adv.generated < 1.0 and 0.0 < adv.group_size < G
     out = tmp_path / "report"

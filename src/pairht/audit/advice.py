@@ -7,17 +7,18 @@ the TRL adapter's ``AuditCallback``, or a stored one), as a verdict a training l
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from pairht.audit.base import AuditConfig, finished_mask, suffix_costs
+from pairht.audit.base import AuditConfig
+from pairht.audit.exact import two_stage_row_moments
 from pairht.audit.population import Population
+from pairht.audit.rows import ROWS
 from pairht.audit.runner import run_audit
 from pairht.audit.summary import compare_to_baselines
+from pairht.audit.two_stage import plan_two_stage
 from pairht.audit.width import (
     CONFIDENCE,
     N_BOOT,
@@ -25,7 +26,6 @@ from pairht.audit.width import (
     confidently_lower,
     corrected_confidence,
 )
-from pairht.estimators import pair_gradient
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,8 @@ class WidthAdvice:
     choice : str
         A prefix rule (``"pair"``: every prefix, then a subset continued, each prompt at its
         own budget; ``"pair_batch"``: the same with one budget for the batch;
-        ``"pair_strata"``, ``"pair_dr"``: :data:`pairht.step.PREFIX_RULES`) or
+        ``"pair_strata"``, ``"pair_dr"``: :data:`pairht.step.PREFIX_RULES`; ``"pair_dr_narrow"``:
+        prefixes for a uniform subset only, :mod:`pairht.audit.two_stage`) or
         ``"grpo_small"`` (``G'`` whole completions): the prefix rule with the lower mean exact
         MSE (``option``), only when it is below GRPO's with the confidence ``pair_width`` asks
         of history (the :data:`pairht.audit.width.CONFIDENCE` quantile, corrected for the
@@ -82,8 +83,9 @@ def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: f
                  seed: int = 0, options: Sequence[str] = PREFIX_OPTIONS) -> WidthAdvice:
     r"""Do the prefixes pay on ``population``? PAIR against small-group GRPO, exactly.
 
-    Runs the audit's prefix rules ``options`` (default :data:`pairht.step.PREFIX_RULES`:
-    ``pair``, ``pair_batch``, ``pair_strata``, ``pair_dr``) and ``grpo_small`` (``G'`` whole
+    Runs the audit's prefix options ``options`` (default
+    :data:`pairht.audit.width.PREFIX_OPTIONS`: the step's rules ``pair``, ``pair_batch``,
+    ``pair_strata``, ``pair_dr``, then ``pair_dr_narrow``) and ``grpo_small`` (``G'`` whole
     completions at PAIR's total generated tokens) at ``budget_ratio`` with exact metrics only;
     takes the prefix rule with the lower mean exact MSE and reports its ratio to GRPO with a
     bootstrap interval over prompts. The verdict follows ``pair_width``'s rule (a prefix rule
@@ -94,7 +96,7 @@ def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: f
     --------
     >>> from pairht.audit import synthetic_population
     >>> adv = width_advice(synthetic_population(6, 8, prefix_tokens=8, rng=0), 0.5)
-    >>> adv.choice in ("pair", "pair_batch", "grpo_small"), adv.low <= adv.ratio <= adv.high
+    >>> adv.choice in ("grpo_small", *PREFIX_OPTIONS), adv.low <= adv.ratio <= adv.high
     (True, True)
     """
     opts = list(options)
@@ -119,37 +121,6 @@ def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: f
                        generated=float(grpo.metrics["generated_exact"]), option=best)
 
 
-def _check_width(width: object, G: int) -> int:
-    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) \
-            or not 2 <= width <= G:
-        raise ValueError(f"width must be an int in [2, G = {G}]; got {width!r}")
-    return G
-
-
-def subset_population(population: Population, width: int) -> tuple[Population, np.ndarray]:
-    """Every ``width``-subset of every prompt's candidates as a prompt of its own.
-
-    Returns the population of ``P * C(G, width)`` prompts (prompt-major, subsets in
-    :func:`itertools.combinations` order) and the subsets, shape ``(C(G, width), width)``.
-    """
-    G = _check_width(width, population.group_size)
-    idx = np.array(list(itertools.combinations(range(G), int(width))), dtype=np.int64)
-    P = population.n_prompts
-
-    def take(a: np.ndarray) -> np.ndarray:
-        return np.concatenate([a[q][idx] for q in range(P)])
-
-    gram = population.gram_matrix()
-    sub = Population(
-        p_hat=take(population.p_hat), c_hat=take(population.c_hat),
-        rewards=take(population.rewards), costs=take(population.costs),
-        prefix_len=take(population.prefix_len),
-        gram=np.concatenate([gram[q][idx[:, :, None], idx[:, None, :]] for q in range(P)]),
-        m_hat=None if population.m_hat is None else take(population.m_hat),
-        finished=take(finished_mask(population)), meta=dict(population.meta))
-    return sub, idx
-
-
 def two_stage_mse(population: Population, budget_ratio: float, width: int, *,
                   row: str = "pair", pi_min: float = 0.08, seed: int = 0,
                   max_subsets: int = 5000) -> tuple[np.ndarray, float]:
@@ -165,7 +136,9 @@ def two_stage_mse(population: Population, budget_ratio: float, width: int, *,
               \left(\lVert g_S - g \rVert^2 + \mathrm{MSE}_{row}(S)\right),
 
     both terms exact (the first from the population's pseudo-scores, the second the audit's
-    exact MSE of the sub-population ``S``). ``width = G`` is ``row`` itself.
+    exact MSE of the sub-population ``S``): :func:`pairht.audit.exact.two_stage_row_moments`,
+    as the two-stage audit rows (:mod:`pairht.audit.two_stage`). ``width = G`` is ``row``
+    itself.
 
     Returns
     -------
@@ -179,28 +152,8 @@ def two_stage_mse(population: Population, budget_ratio: float, width: int, *,
         If ``C(G, width) > max_subsets``, or ``b_w`` is outside ``[pi_min, 1]`` (the width
         cannot spend the tokens: below ``G'`` or too close to it).
     """
-    G, P = _check_width(width, population.group_size), population.n_prompts
-    n_sub = math.comb(G, int(width))
-    if n_sub > max_subsets:
-        raise ValueError(f"width {width} of G = {G} has {n_sub} subsets per prompt > "
-                         f"max_subsets = {max_subsets}")
-    C = suffix_costs(population)
-    prefix = float(population.prefix_len.sum())
-    total = prefix + budget_ratio * float(C.sum())
-    share = int(width) / G
-    b_w = (total - share * prefix) / (share * float(C.sum()))
-    if not pi_min <= b_w <= 1.0 + 1e-12:
-        raise ValueError(f"width {width} spends the target tokens only at a suffix budget "
-                         f"ratio of {b_w:.4f}, outside [pi_min = {pi_min}, 1]")
-    sub, idx = subset_population(population, int(width))
-    res = run_audit(sub, rows=[row], n_draws=0, config=AuditConfig(
-        budget_ratio=min(b_w, 1.0), pi_min=pi_min, seed=seed))
-    second = res.row(row).per_prompt["mse_exact"].reshape(P, len(idx)).mean(axis=1)
-    # ||g_S - g||^2 in the population's pseudo-scores (L L^T = K): a subset's rows of L are
-    # its candidates' pseudo-scores in the same coordinates.
-    L, r = population.reduced_scores(), population.rewards
-    g = pair_gradient(r, L)
-    first = np.zeros(P)
-    for S in idx:
-        first += np.sum((pair_gradient(r[:, S], L[:, S]) - g) ** 2, axis=-1)
-    return first / len(idx) + second, float(b_w)
+    cfg = AuditConfig(budget_ratio=budget_ratio, pi_min=pi_min, seed=seed)
+    ts = plan_two_stage(population, cfg, width, ROWS[row], max_subsets=max_subsets)
+    mom = two_stage_row_moments(ts, population, population.reduced_scores())
+    assert mom.bias is not None and mom.trace_cov is not None  # rows with exact moments
+    return np.einsum("pd,pd->p", mom.bias, mom.bias) + mom.trace_cov, ts.config.budget_ratio

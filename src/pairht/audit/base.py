@@ -32,8 +32,9 @@ from pairht.estimators import VARIANTS, token_counts
 #: i.e. GRPO's RLOO estimate), ``"edge"`` (direct edge sampling) and ``"choice"`` (per prompt,
 #: the estimate of another row chosen from history: :mod:`pairht.audit.width`) and
 #: ``"difference"`` (HT advantages corrected by the predictions as baselines:
-#: :mod:`pairht.estimators.difference`).
-ESTIMATORS = ("ht", "conditional_ht", "edge", "choice", "difference")
+#: :mod:`pairht.estimators.difference`) and ``"two_stage"`` (an inner row's estimate over a
+#: uniform subset of the candidates, the only ones given prefixes: :mod:`pairht.audit.two_stage`).
+ESTIMATORS = ("ht", "conditional_ht", "edge", "choice", "difference", "two_stage")
 
 
 class RowUnavailable(RuntimeError):
@@ -114,6 +115,9 @@ class Plan:
     token_scale: float = math.nan
     #: Prefix tokens the row generates before selecting (every prefix; GRPO: none).
     prefix_tokens: float = 0.0
+    #: Two-stage rows only: the width, its subsets and the inner row's plan on them
+    #: (:class:`pairht.audit.two_stage.TwoStage`).
+    stages: Any = None
 
 
 def finished_mask(pop: Population) -> np.ndarray:

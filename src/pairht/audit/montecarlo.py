@@ -409,9 +409,31 @@ def draw_difference_row(plan: Plan, pop: Population, L: np.ndarray, q: int, n: i
     return _vertex_draws(masks, est, tokens, ess, max_w, sample_seconds)
 
 
+def draw_two_stage_row(plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,
+                       rng: np.random.Generator) -> Draws:
+    """``n`` replays of a two-stage row on prompt ``q``: a uniform subset per draw (the
+    multinomial counts of ``n`` uniform picks), then the inner row's replay on it.
+
+    The estimates are the inner row's estimates of the subsets' pair averages, in the
+    population's coordinates (:class:`pairht.audit.two_stage.TwoStage` keeps them there), so
+    they are draws of the two-stage estimator of prompt ``q``'s target."""
+    ts = plan.stages
+    counts = rng.multinomial(n, np.full(ts.n_subsets, 1.0 / ts.n_subsets))
+    parts = [row_draws(ts.inner, ts.plan, ts.sub, ts.L, q * ts.n_subsets + s, int(k), rng)
+             for s, k in enumerate(counts) if k]
+    def cat(field: str) -> np.ndarray:
+        return np.concatenate([getattr(d, field) for d in parts])
+
+    return Draws(est=cat("est"), vertices=cat("vertices"), edges=cat("edges"),
+                 tokens=cat("tokens"), ess=cat("ess"), max_w=cat("max_w"),
+                 sample_seconds=sum(d.sample_seconds for d in parts))
+
+
 def row_draws(row: Any, plan: Plan, pop: Population, L: np.ndarray, q: int, n: int,
               rng: np.random.Generator) -> Draws:
     """``n`` replays of any row on prompt ``q``, by the estimator it declares."""
+    if row.estimator == "two_stage":
+        return draw_two_stage_row(plan, pop, L, q, n, rng)
     if row.estimator == "difference":
         return draw_difference_row(plan, pop, L, q, n, rng)
     if row.estimator == "edge":

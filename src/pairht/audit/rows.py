@@ -74,6 +74,12 @@ from pairht.audit.base import (
     two_phase_accounting,
 )
 from pairht.audit.population import Population
+from pairht.audit.two_stage import (
+    MAX_SUBSETS,
+    narrow_width,
+    plan_two_stage,
+    whole_group_ratio,
+)
 from pairht.audit.width import PREFIX_OPTIONS
 from pairht.designs import Bernoulli, MixedSize, make_design
 from pairht.step import group_design
@@ -461,10 +467,8 @@ class SmallGroupGRPO(AuditRow):
 
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
         t0 = time.perf_counter()
-        C = suffix_costs(pop)
-        whole = pop.prefix_len + C
-        pair_total = prefix_tokens(pop) + cfg.budget_ratio * full_cost(pop)
-        ratio = float(pair_total / whole.sum())
+        whole = pop.prefix_len + suffix_costs(pop)
+        ratio = whole_group_ratio(pop, cfg.budget_ratio)
         G = pop.group_size
         pi = np.full(pop.p_hat.shape, min(ratio, 1.0))
         designs, joint, build = _build_designs("mixed_size:conditional_poisson", pi, cfg, cache,
@@ -548,9 +552,11 @@ class PairWidth(ChoiceRow):
     Per fold of prompts, small-group GRPO (``G'`` whole completions, no prefixes) or one of
     PAIR's prefix rules (:data:`pairht.step.PREFIX_RULES`: PAIR's default, each prompt at its
     own budget; one budget for the batch, ``pair_batch``; predicted outcomes as strata,
-    ``pair_strata``; the difference estimator at Neyman's allocation, ``pair_dr``), whichever
-    had the lowest exact MSE on the other folds, a prefix option only when confidently below
-    GRPO; all at the same total generated tokens. GRPO first: on a tie the prefixes are not
+    ``pair_strata``; the difference estimator at Neyman's allocation, ``pair_dr``) or the
+    difference estimator at a narrower width (``pair_dr_narrow``: prefixes for a uniform
+    subset only; audit only, the trainer's width switch does not run it), whichever had the
+    lowest exact MSE on the other folds, a prefix option only when confidently below GRPO;
+    all at the same total generated tokens. GRPO first: on a tie the prefixes are not
     worth generating.
     """
 
@@ -604,6 +610,58 @@ class PairDifference(VertexRow):
     key, label, group, unbiased = ("pair_dr", "PAIR, difference estimator (Neyman, batch)",
                                    "practical", True)
     allocation, design, estimator = "pair_dr", "bernoulli", "difference"
+
+
+class TwoStageRow(AuditRow):
+    """An inner prefix row run on a uniform subset of ``width(...)`` candidates, the only ones
+    given prefixes, at the suffix budget that spends full-width PAIR's total generated tokens
+    (:mod:`pairht.audit.two_stage`; exact by enumerating the subsets). Subclasses name the
+    ``inner`` row; the width is :func:`~pairht.audit.two_stage.narrow_width`."""
+
+    estimator = "two_stage"
+    inner: ClassVar[str] = ""
+    # Its total generated tokens are matched (as small-group GRPO's), not the suffix ratio:
+    # narrowing spends on suffixes what it saves on prefixes.
+    cost_matched = False
+    # A candidate outside the subset is not generated at all, finished prefix or not.
+    keeps_finished = False
+
+    def width(self, pop: Population, cfg: AuditConfig) -> int:
+        """The width this row runs at on ``pop`` (the rule reads only token counts; at most
+        :data:`~pairht.audit.two_stage.MAX_SUBSETS` subsets, which the audit enumerates)."""
+        G = pop.group_size
+        return narrow_width(G, G * whole_group_ratio(pop, cfg.budget_ratio),
+                            max_subsets=MAX_SUBSETS)
+
+    def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
+        t0 = time.perf_counter()
+        w = self.width(pop, cfg)
+        ts = plan_two_stage(pop, cfg, w, ROWS[self.inner])
+        P, G, n = pop.n_prompts, pop.group_size, ts.n_subsets
+        # a candidate's inclusion: P(i in S) E[pi_i(S) | i in S] = (1/n) sum_{S ni i} pi_i(S)
+        pi = np.zeros((P, G))
+        for s, S in enumerate(ts.subsets):
+            pi[:, S] += ts.plan.pi[s::n]
+        return Plan(pi=pi / n, alloc_seconds=time.perf_counter() - t0, cost=suffix_costs(pop),
+                    build_seconds=ts.plan.build_seconds, budget_scale=ts.config.budget_ratio,
+                    notes=[f"width {w} of G = {G} (G' = "
+                           f"{G * whole_group_ratio(pop, cfg.budget_ratio):.3f}); "
+                           f"{self.inner} among them at suffix budget "
+                           f"{ts.config.budget_ratio:.4f}"],
+                    token_scale=full_cost(pop), prefix_tokens=w / G * prefix_tokens(pop),
+                    stages=ts)
+
+
+@register_row
+class PairDifferenceNarrow(TwoStageRow):
+    """The difference estimator (``pair_dr``) with prefixes for a uniform subset only, half
+    way from ``G`` toward small-group GRPO's ``G'`` (:func:`~pairht.audit.two_stage.narrow_width`),
+    its suffixes bought with the prefixes it does not generate."""
+
+    key, label, group, unbiased = ("pair_dr_narrow",
+                                   "PAIR, difference estimator at a narrower width",
+                                   "practical", True)
+    inner = "pair_dr"
 
 
 @register_row

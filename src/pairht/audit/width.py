@@ -39,13 +39,15 @@ from pairht.step.allocators import PREFIX_RULES
 N_FOLDS = 4
 
 #: One-sided bootstrap confidence with which an option must beat the first (the preferred,
-#: small-group GRPO in ``pair_width``) on the seen prompts to be chosen. The lowest of
-#: {none, 0.75, 0.9, 0.95} that kept ``pair_width`` at or below the best baseline, interval
-#: included, on every population measured (the plain argmin chose PAIR on folds of the
-#: ``chain_long`` population where it lost, 1.09x [1.03, 1.14]) while keeping every
-#: hindsight gain but one (docs/audit.md, "PAIR deciding its width";
-#: ``python benchmarks/width_rule.py``).
-CONFIDENCE = 0.75
+#: small-group GRPO in ``pair_width``) on the seen prompts to be chosen, before the
+#: Bonferroni correction over the challengers (:func:`corrected_confidence`: 0.99 with five).
+#: The lowest of {none, 0.75, 0.9, 0.95} that keeps ``pair_width`` at or below the best
+#: baseline, interval included, on every population measured with the options it weighs now
+#: (at 0.75 and 0.9 it chose the narrower width on a fold of the step-by-step population at
+#: tau 8, budget 0.5, where it lost: 1.021 [0.966, 1.088]) and keeps every hindsight gain
+#: (docs/audit.md, "PAIR deciding its width";
+#: ``python benchmarks/width_rule.py --options all``).
+CONFIDENCE = 0.95
 
 
 def corrected_confidence(confidence: float, n_challengers: int) -> float:
@@ -67,12 +69,18 @@ def corrected_confidence(confidence: float, n_challengers: int) -> float:
 #: Bootstrap resamples of the seen prompts per fold.
 N_BOOT = 400
 
-#: The prefix rules a width choice weighs against small-group GRPO (audit row keys, also
-#: allocator names): PAIR's default, each prompt at its own budget, PAIR with one budget for
-#: the batch, predicted outcomes as strata and the difference estimator at Neyman's
-#: allocation (``pair_width``'s options after GRPO;
-#: :func:`pairht.audit.width_advice`). The step's list, :data:`pairht.step.PREFIX_RULES`.
-PREFIX_OPTIONS: tuple[str, ...] = PREFIX_RULES
+#: The prefix options at a narrower width (audit rows, :mod:`pairht.audit.two_stage`): the
+#: difference estimator with prefixes for a uniform subset half way from ``G`` toward
+#: small-group GRPO's ``G'``. Audit only: the TRL trainer's width switch does not run them.
+NARROW_OPTIONS: tuple[str, ...] = ("pair_dr_narrow",)
+
+#: The prefix options a width choice weighs against small-group GRPO (audit row keys):
+#: the step's rules at full width (:data:`pairht.step.PREFIX_RULES`, also allocator names:
+#: PAIR's default, each prompt at its own budget, PAIR with one budget for the batch,
+#: predicted outcomes as strata and the difference estimator at Neyman's allocation), then
+#: :data:`NARROW_OPTIONS` (``pair_width``'s options after GRPO;
+#: :func:`pairht.audit.width_advice`).
+PREFIX_OPTIONS: tuple[str, ...] = (*PREFIX_RULES, *NARROW_OPTIONS)
 
 
 def prompt_folds(n_prompts: int, *, n_folds: int = N_FOLDS, seed: int = 0) -> np.ndarray:

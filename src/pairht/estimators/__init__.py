@@ -20,6 +20,7 @@ from pairht.estimators.bias import conditional_bias, expected_edge_weights
 from pairht.estimators.covariance import DesignCovariance, design_covariance, variance_estimate
 from pairht.estimators.difference import (
     DifferenceMoments,
+    bernoulli_difference_trace,
     difference_advantages,
     difference_coefficients,
     difference_moments,
@@ -50,6 +51,7 @@ __all__ = [
     "DifferenceMoments",
     "TokenCounts",
     "Variant",
+    "bernoulli_difference_trace",
     "conditional_bias",
     "design_covariance",
     "difference_advantages",
