@@ -421,6 +421,7 @@ def draw_two_stage_row(plan: Plan, pop: Population, L: np.ndarray, q: int, n: in
     counts = rng.multinomial(n, np.full(ts.n_subsets, 1.0 / ts.n_subsets))
     parts = [row_draws(ts.inner, ts.plan, ts.sub, ts.L, q * ts.n_subsets + s, int(k), rng)
              for s, k in enumerate(counts) if k]
+
     def cat(field: str) -> np.ndarray:
         return np.concatenate([getattr(d, field) for d in parts])
 
