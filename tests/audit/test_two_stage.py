@@ -89,7 +89,7 @@ def test_the_row_is_unbiased_spends_grpos_tokens_and_agrees_with_its_monte_carlo
     assert f"width {w} of G = {G}" in row.notes[0]
 
 
-def test_a_candidate_outside_every_subset_draw_is_in_with_the_subsets_share(tiny):
+def test_inclusion_is_the_subsets_share_times_the_inner_inclusion(tiny):
     """Inclusion of a candidate: P(i in S) E[pi_i(S) | i in S]; a finished one is in every
     subset that holds it, so its inclusion is exactly w / G."""
     cfg = AuditConfig(budget_ratio=0.5, pi_min=0.1)
