@@ -626,26 +626,22 @@ class TwoStageRow(AuditRow):
     # A candidate outside the subset is not generated at all, finished prefix or not.
     keeps_finished = False
 
-    def width(self, pop: Population, cfg: AuditConfig) -> int:
-        """The width this row runs at on ``pop`` (the rule reads only token counts; at most
-        :data:`~pairht.audit.two_stage.MAX_SUBSETS` subsets, which the audit enumerates)."""
-        G = pop.group_size
-        return narrow_width(G, G * whole_group_ratio(pop, cfg.budget_ratio),
-                            max_subsets=MAX_SUBSETS)
-
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
         t0 = time.perf_counter()
-        w = self.width(pop, cfg)
+        P, G = pop.n_prompts, pop.group_size
+        # the width rule reads only token counts; at most MAX_SUBSETS subsets, which the audit
+        # enumerates
+        g_prime = G * whole_group_ratio(pop, cfg.budget_ratio)
+        w = narrow_width(G, g_prime, max_subsets=MAX_SUBSETS)
         ts = plan_two_stage(pop, cfg, w, ROWS[self.inner])
-        P, G, n = pop.n_prompts, pop.group_size, ts.n_subsets
+        n = ts.n_subsets
         # a candidate's inclusion: P(i in S) E[pi_i(S) | i in S] = (1/n) sum_{S ni i} pi_i(S)
         pi = np.zeros((P, G))
         for s, S in enumerate(ts.subsets):
             pi[:, S] += ts.plan.pi[s::n]
         return Plan(pi=pi / n, alloc_seconds=time.perf_counter() - t0, cost=suffix_costs(pop),
                     build_seconds=ts.plan.build_seconds, budget_scale=ts.config.budget_ratio,
-                    notes=[f"width {w} of G = {G} (G' = "
-                           f"{G * whole_group_ratio(pop, cfg.budget_ratio):.3f}); "
+                    notes=[f"width {w} of G = {G} (G' = {g_prime:.3f}); "
                            f"{self.inner} among them at suffix budget "
                            f"{ts.config.budget_ratio:.4f}"],
                     token_scale=full_cost(pop), prefix_tokens=w / G * prefix_tokens(pop),
