@@ -15,7 +15,8 @@ several seeds, and writes a markdown report with figures:
   same step (``vip``, ``hora``, ``duet``, ``dppo``; :mod:`pairht.comparators`) and
   ``pair_joint`` (one budget across prompts and within groups), ``pair_strata`` (the
   heads' predicted successes and failures as strata) and ``pair_dr`` (the difference
-  estimator at Neyman's allocation). They run in the same trainer,
+  estimator at Neyman's allocation), and ``pair_dr_narrow`` (the same on a uniform subset of
+  candidates only, ``width="subset"`` at the audit's width rule). They run in the same trainer,
   with the same prefix phase, budget ratio and token accounting as ``pair``.
 
 Reported per arm (mean over seeds, with 95% intervals from a paired bootstrap over seeds and
@@ -131,7 +132,18 @@ ARMS: dict[str, Arm] = {
         description="the difference estimator (HT advantages with the heads' predictions as "
                     "baselines) at Neyman's allocation, one budget for the batch",
     ),
+    # prefix_group_size NARROW: resolved per seed by _narrow_size (the audit's width rule on
+    # a pilot's lengths), since G' depends on the task's lengths
+    "pair_dr_narrow": Arm(
+        "pair", {"width": "subset", "allocator": "pair_dr", "prefix_group_size": "narrow"},
+        description="pair_dr on a uniform subset of candidates only (width 'subset'), its "
+                    "size the audit's narrow_width: half way from G to the G' of small-group "
+                    "GRPO at the same tokens (G' from a pilot's mean length)",
+    ),
 }
+
+#: The placeholder of ``prefix_group_size`` an arm resolves per seed (:func:`_narrow_size`).
+NARROW = "narrow"
 
 #: The comparator arms (``--arms comparators`` in the CLI): the arms of :data:`ARMS` whose
 #: allocator is one of :data:`pairht.comparators.COMPARATORS`, in :data:`ARMS` order.
@@ -340,9 +352,15 @@ def run_experiment(
                     if not arm.matched:
                         grpo_tokens = res.generated_tokens
                 else:
+                    options = dict(arm.options)
+                    if options.get("prefix_group_size") == NARROW:
+                        options["prefix_group_size"] = _narrow_size(
+                            _full_group_tokens(base, tok, dataset, the_task, seed, g,
+                                               prompts_per_step, visits) / (g * visits),
+                            g, tau, budget_ratio)
                     res = demo._run_pair(
                         model, tok, dataset, kwargs, tau=tau, snap_window=snap_window,
-                        budget_ratio=budget_ratio, pair_options=arm.options, steps=steps,
+                        budget_ratio=budget_ratio, pair_options=options, steps=steps,
                         eval_every=eval_every, eval_seed=seed + 1, progress=progress,
                         task=the_task, name=arm_name,
                     )
@@ -367,6 +385,24 @@ def run_experiment(
         {"settings": settings, "summary": summary,
          "runs": [{**asdict(r), "result": asdict(r.result)} for r in runs]}, indent=2))
     return ExperimentResult(runs, summary, report, figures, settings)
+
+
+def _narrow_size(mean_length: float, g: int, tau: int, budget_ratio: float) -> int:
+    r"""The audit's width rule (:func:`pairht.audit.two_stage.narrow_width`) for a task whose
+    responses average ``mean_length`` tokens: ``G' = G (P + b C) / (P + C)`` per candidate,
+    with prefix ``P = min(tau, L)`` and suffix ``C = L - P`` (every candidate unfinished
+    after the prefix: an approximation where many end inside it).
+
+    Examples
+    --------
+    >>> _narrow_size(94.0, 8, 8, 0.5)  # the long chains: G' = 4.34, half way to 8
+    6
+    """
+    from pairht.audit.two_stage import narrow_width
+
+    prefix = min(float(tau), mean_length)
+    g_prime = g * (prefix + budget_ratio * (mean_length - prefix)) / mean_length
+    return narrow_width(g, g_prime)
 
 
 def _full_group_tokens(base, tok, dataset, task, seed, g, prompts_per_step,

@@ -201,10 +201,13 @@ class AuditCallback(TrainerCallback):
     switch_width : bool
         Act on the advice (needs ``advise``): from the next generation batch on, train with
         ``width="whole"`` and ``whole_group_size = G'`` (small-group GRPO inside the trainer,
-        no prefixes) when the verdict is small-group GRPO, and with ``width="prefixes"`` and
-        the verdict's rule as ``allocator`` (``"pair"`` or ``"pair_batch"``) when it is a
-        prefix rule (:meth:`pairht_trl.PairGRPOTrainer.set_width`; the main process
-        decides, every process follows). A population with no reward contrast changes
+        no prefixes) when the verdict is small-group GRPO, with ``width="prefixes"`` and
+        the verdict's rule as ``allocator`` (``"pair"``, ``"pair_batch"``, ...) when it is a
+        prefix rule at full width, and with ``width="subset"``, the audit's width as
+        ``prefix_group_size`` and the option's inner rule as ``allocator`` when it is a
+        narrower width (``"pair_dr_narrow"``: ``"pair_dr"`` among a uniform subset;
+        :meth:`pairht_trl.PairGRPOTrainer.set_width`; the main process decides, every
+        process follows). A population with no reward contrast changes
         nothing. Default False: the callback only reports. ``G'`` is clipped to
         ``[2, num_generations]``.
 
@@ -234,9 +237,9 @@ class AuditCallback(TrainerCallback):
         if switch_width and not advise:
             raise ValueError("switch_width=True acts on the audit's advice; it needs advise=True")
         self.switch_width = bool(switch_width)
-        # the main process's decision from its latest audit, (width, whole_group_size) or None
-        # (width, whole_group_size, allocator): set_width's arguments; None: keep as is.
-        self._decision: tuple[str, float | None, str | None] | None = None
+        # the main process's decision from its latest audit: set_width's arguments (width,
+        # whole_group_size, allocator, prefix_group_size); None: keep as is.
+        self._decision: tuple[str, float | None, str | None, int | None] | None = None
         self.trainer: Any = None
         self.written: list[str] = []
         self.advice: list[tuple[int, Any]] = []
@@ -262,7 +265,8 @@ class AuditCallback(TrainerCallback):
 
     def _advise(self, step: int, population: Any) -> None:
         """Do the prefixes pay on this population? (:func:`pairht.audit.width_advice`.)"""
-        from pairht.audit import width_advice
+        from pairht.audit import narrow_rule, width_advice
+        from pairht.audit.width import NARROW_OPTIONS
         from pairht_trl.config import switchable_rules
 
         args = self.trainer.args
@@ -272,9 +276,11 @@ class AuditCallback(TrainerCallback):
         self.advice.append((step, adv))
         if adv.choice == "grpo_small":
             g = self.trainer.pair_args.num_generations
-            self._decision = ("whole", float(min(max(adv.group_size, 2.0), g)), None)
+            self._decision = ("whole", float(min(max(adv.group_size, 2.0), g)), None, None)
+        elif adv.choice in NARROW_OPTIONS:  # prefixes for a uniform subset, the inner rule
+            self._decision = ("subset", None, narrow_rule(adv.choice), adv.prefix_width)
         elif adv.choice != "none":  # a prefix rule (pairht.step.PREFIX_RULES)
-            self._decision = ("prefixes", None, adv.choice)
+            self._decision = ("prefixes", None, adv.choice, None)
         m = self.trainer._metrics["train"]
         m["pair/width_mse_ratio"].append(adv.ratio)
         m["pair/width_grpo_group_size"].append(adv.group_size)
@@ -289,8 +295,9 @@ class AuditCallback(TrainerCallback):
         if decision is not None:
             self.trainer.set_width(*decision)
             a = self.trainer.pair_args
-            _log.info("audit: training on with width=%r, whole_group_size=%r, allocator=%r",
-                      a.width, a.whole_group_size, a.allocator)
+            _log.info("audit: training on with width=%r, whole_group_size=%r, allocator=%r, "
+                      "prefix_group_size=%r", a.width, a.whole_group_size, a.allocator,
+                      a.prefix_group_size)
 
     def on_train_begin(self, args, state, control, **kwargs):
         if 0 in self.steps and state.global_step == 0:

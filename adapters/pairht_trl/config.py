@@ -118,11 +118,20 @@ def rule_estimator(allocator: str) -> str:
 
 
 def switchable_rules(weighting: str) -> tuple[str, ...]:
-    """The prefix rules a width verdict may switch to under the config's ``weighting``: every
-    rule of :func:`prefix_rules`, but the difference estimator's (``"pair_dr"``) with exact
-    weights only (:class:`pairht_trl.audit_mode.AuditCallback` asks the audit about these)."""
-    return tuple(r for r in prefix_rules()
-                 if weighting == "exact" or rule_estimator(r) != "difference")
+    """The prefix options a width verdict may switch to under the config's ``weighting``
+    (audit row keys, :class:`pairht_trl.audit_mode.AuditCallback` asks the audit about
+    these): every rule of :func:`prefix_rules` at full width, then the narrower widths
+    (:data:`pairht.audit.width.NARROW_OPTIONS`, run as ``width="subset"`` with their inner
+    rule); the difference estimator's (``"pair_dr"``, ``"pair_dr_narrow"``) with exact
+    weights only."""
+    from pairht.audit import narrow_rule
+    from pairht.audit.width import NARROW_OPTIONS
+
+    def ok(rule: str) -> bool:
+        return weighting == "exact" or rule_estimator(rule) != "difference"
+
+    return (tuple(r for r in prefix_rules() if ok(r))
+            + tuple(o for o in NARROW_OPTIONS if ok(narrow_rule(o))))
 
 
 def program_allocators() -> tuple[str, ...]:
@@ -152,14 +161,17 @@ WEIGHTINGS = weightings()
 #: Generation widths of the trainer (``PairGRPOConfig.width``; the first is the default):
 #: ``"prefixes"`` gives every candidate a prefix and continues a subset (PAIR);
 #: ``"whole"`` generates a uniform subset of ``whole_group_size`` candidates to the end and no
-#: prefixes (small-group GRPO inside the trainer, for where the prefixes do not pay).
-WIDTHS = ("prefixes", "whole")
+#: prefixes (small-group GRPO inside the trainer, for where the prefixes do not pay);
+#: ``"subset"`` gives a uniform subset of ``prefix_group_size`` candidates a prefix and runs
+#: the prefix rule among them (a narrower prefix width, :mod:`pairht.step.subset`).
+WIDTHS = ("prefixes", "whole", "subset")
 
 
-def check_width(width: Any, whole_group_size: Any, num_generations: int,
-                allocator: str) -> tuple[str, float | None]:
+def check_width(width: Any, whole_group_size: Any, num_generations: int, allocator: str,
+                prefix_group_size: Any = None) -> tuple[str, float | None, int | None]:
     """The one check of a generation width (config construction and
-    :meth:`pairht_trl.PairGRPOTrainer.set_width`); returns ``(width, whole_group_size)``."""
+    :meth:`pairht_trl.PairGRPOTrainer.set_width`); returns ``(width, whole_group_size,
+    prefix_group_size)``. A size of the width not in use may be set (kept for a switch)."""
     width = _one_of(lambda: WIDTHS, "pairht_trl.config.WIDTHS")("width", width)
     size = None if whole_group_size is None else _real(0.0, math.inf, closed_hi=False)(
         "whole_group_size", whole_group_size)
@@ -169,21 +181,30 @@ def check_width(width: Any, whole_group_size: Any, num_generations: int,
             f"two completions; a non-integer size mixes its two neighbours); got "
             f"whole_group_size={whole_group_size!r}"
         )
-    if width == "whole":
-        if size is None:
+    # a pair needs two prefixes; at num_generations it is width "prefixes"
+    width_size = _integer(2, num_generations, optional=True)("prefix_group_size",
+                                                             prefix_group_size)
+    if width in ("whole", "subset"):
+        name, value = (("whole_group_size", size) if width == "whole"
+                       else ("prefix_group_size", width_size))
+        if value is None:
+            what = ("generates whole_group_size of the num_generations candidates to the end"
+                    if width == "whole" else
+                    "gives prefix_group_size of the num_generations candidates a prefix")
             raise ValueError(
-                "width='whole' generates whole_group_size of the num_generations candidates to "
-                "the end; set whole_group_size (e.g. the G' that pairht.audit.width_advice "
-                "reports)"
+                f"width={width!r} {what}; set {name} (e.g. the size that "
+                f"pairht.audit.width_advice reports)"
             )
         if allocator not in prefix_rules():
+            runs = ("small-group GRPO (a uniform subset, no allocation) and the allocator "
+                    "applies to the prefix widths only" if width == "whole" else
+                    "a prefix rule among a uniform subset")
             raise ValueError(
                 f"allocator must stay 'pair' (or another prefix rule a width verdict chooses: "
-                f"{', '.join(prefix_rules())}) with width='whole': that width runs "
-                f"small-group GRPO (a uniform subset, no allocation) and the allocator applies "
-                f"to width='prefixes' only; got allocator={allocator!r}"
+                f"{', '.join(prefix_rules())}) with width={width!r}: that width runs {runs}; "
+                f"got allocator={allocator!r}"
             )
-    return width, size
+    return width, size, width_size
 
 
 #: Paper defaults of the prefix checkpoint and snap window, used when the response is long
@@ -446,7 +467,7 @@ class PairGRPOConfig(GRPOConfig):
         held out (``shrink_by``, clipped to [0, 1]; 0 until labels exist): uninformative heads
         then reduce PAIR to the uniform design among unfinished candidates
         (``pairht.step.shrink_predictions``). Default True.
-    width : {"prefixes", "whole"}
+    width : {"prefixes", "whole", "subset"}
         How a group is generated (:data:`WIDTHS`). ``"prefixes"`` (default): PAIR, a prefix for
         every candidate, then the allocation continues a subset. ``"whole"``: small-group GRPO
         inside the trainer, no prefix phase: a uniform subset of ``whole_group_size`` of the
@@ -456,9 +477,21 @@ class PairGRPOConfig(GRPOConfig):
         mode stays exact), and the heads get no labels. For where the prefixes do not pay:
         :class:`pairht_trl.audit_mode.AuditCallback` (``switch_width=True``) switches between
         the two from its exact audit of the live policy (docs/trl.md, "Audit mode").
-        ``allocator`` must stay ``"pair"`` with ``"whole"``.
+        ``"subset"``: a narrower prefix width. A uniform subset ``S`` of
+        ``prefix_group_size = w`` candidates per group gets prefixes (the rest are not
+        generated at all), and ``allocator`` runs among them at the suffix budget ratio ``b_w``
+        that spends full-width PAIR's tokens at ``budget_ratio`` (pooled over the batch,
+        ``b_w = (P_S + b C_S - s P_S) / (s C_S)`` with ``s = w / G``, ``P_S`` the subsets'
+        prefix tokens and ``C_S`` their unfinished candidates' predicted suffix tokens; capped
+        at 1); the estimate is the rule's estimate of the pair average over ``S``, unbiased
+        for the full group's (:mod:`pairht.step.subset`; the logged ``pi``/``joint`` are the
+        two-phase ``pi*``/``rho*``). ``allocator`` must be a prefix rule with ``"whole"`` and
+        ``"subset"``.
     whole_group_size : float, optional
         ``G'`` for ``width="whole"``, in ``[2, num_generations]`` (required there).
+    prefix_group_size : int, optional
+        ``w`` for ``width="subset"``, an int in ``[2, num_generations]`` (required there; the
+        audit's ``pair_dr_narrow`` width is :func:`pairht.audit.two_stage.narrow_width`).
     shrink_by : {"slope", "skill"}
         The factor (:data:`pairht_trl.heads.SHRINK_MEASURES`). ``"slope"`` (default): the
         prequential reliability slope of the within-group deviations,
@@ -559,13 +592,19 @@ class PairGRPOConfig(GRPOConfig):
     )
     width: str = field(
         default="prefixes",
-        metadata={"help": "'prefixes' (PAIR) or 'whole' (small-group GRPO: whole_group_size "
-                          "whole completions, no prefixes)."},
+        metadata={"help": "'prefixes' (PAIR), 'whole' (small-group GRPO: whole_group_size "
+                          "whole completions, no prefixes) or 'subset' (PAIR on a uniform "
+                          "subset of prefix_group_size candidates)."},
     )
     whole_group_size: float | None = field(
         default=None,
         metadata={"help": "Whole completions per group in width='whole' (G'; a non-integer "
                           "mixes its neighbours)."},
+    )
+    prefix_group_size: int | None = field(
+        default=None,
+        metadata={"help": "Candidates per group given a prefix in width='subset' (w, an int "
+                          "in [2, num_generations])."},
     )
 
     def __post_init__(self) -> None:
@@ -696,8 +735,8 @@ class PairGRPOConfig(GRPOConfig):
         # design_size=None with a fixed-size design is size "auto": per group, the two sizes
         # neighbouring budget_ratio x (unfinished candidates), mixed; a group that affords no
         # size of two is drawn Bernoulli (pairht.step), so every budget is valid.
-        self.width, self.whole_group_size = check_width(self.width, self.whole_group_size, g,
-                                                        self.allocator)
+        self.width, self.whole_group_size, self.prefix_group_size = check_width(
+            self.width, self.whole_group_size, g, self.allocator, self.prefix_group_size)
         if self.anchor_pair and fixed:
             raise ValueError(
                 f"anchor_pair=True is defined for the Bernoulli base design only; a fixed-size "

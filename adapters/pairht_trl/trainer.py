@@ -67,7 +67,9 @@ Logged metrics (``pair/...``, averaged over logging steps like TRL's)
 Horvitz-Thompson estimate ``sum_i J_i C_i / pi_i`` of what a full group would have generated
 after the prefixes (design-unbiased for ``sum_i C_i``), ``suffix_fraction`` = suffix /
 full-suffix estimate (compare with ``budget_ratio``), ``token_fraction`` = (prefix + suffix) /
-(prefix + full-suffix estimate), ``predicted_suffix_fraction`` = ``sum pi c_hat / sum c_hat``,
+(prefix / s + full-suffix estimate), ``s = w / G`` the share of prefixes generated (1 but in
+width "subset", which also logs ``prefix_group_size``, ``w``),
+``predicted_suffix_fraction`` = ``sum pi c_hat / sum c_hat``,
 ``cost_ratio`` = realised / predicted suffix tokens of the selected rows, ``completed`` and
 ``observed_edges`` per group, ``max_weight`` (``M W_ij``, i.e. ``1/rho_ij`` for exact
 weights), ``ess``, ``solver_residual``, ``solver_fallbacks``, ``solver_unconverged``,
@@ -154,6 +156,18 @@ class DesignDraw:
     # pruning design replaces mask/pi/joint above (None otherwise)
     generated_mask: np.ndarray | None = None  # (B, G) bool
     generated_pi: np.ndarray | None = None  # (B, G)
+    # width "subset": the candidates given prefixes, (B, w) sorted, and the rule's design
+    # among them, rho_ij|S with pi_i|S on the diagonal (B, w, w); pi and joint above are then
+    # the two-phase pi* and rho* (pairht.step.subset), 0 outside the subset. None otherwise.
+    subset: np.ndarray | None = None
+    inner_joint: np.ndarray | None = None
+
+    @property
+    def prefix_share(self) -> float:
+        """``w / G``: the share of each group given prefixes (1 unless width "subset")."""
+        if self.subset is None:
+            return 1.0
+        return self.subset.shape[1] / self.mask.shape[1]
 
     def generation_design(self) -> tuple[np.ndarray, np.ndarray]:
         """``(mask, pi)`` of the generation design: ``mask``/``pi`` unless DPPO pruned
@@ -502,8 +516,19 @@ class PairGRPOTrainer(GRPOTrainer):
         ):
             if args.width == "whole":
                 return self._generate_whole(unwrapped, prompt_ids)
+            n_local = len(prompt_ids)
+            # width "subset": prefixes for a uniform subset only (local: this process's rows
+            # in it); "prefixes": for every row
+            subset = self._draw_subsets(n_local) if args.width == "subset" else None
+            local = (np.arange(n_local) if subset is None
+                     else self._local_rows(subset, n_local))
+            # A process holding no row of any subset still generates one throwaway prefix:
+            # backends whose phase 1 is a collective (vLLM server mode) need every process,
+            # and the features' width comes with it. It is never continued nor scored.
+            rows_in = local if len(local) else np.arange(1)
             with self._phase("prefix"):
-                prefix = self.generation_backend.generate_prefixes(unwrapped, prompt_ids)
+                prefix = self.generation_backend.generate_prefixes(
+                    unwrapped, [prompt_ids[i] for i in rows_in])
             # The backend times its feature forward inside phase 1: file it as features.
             feature_s = getattr(self.generation_backend, "last_feature_seconds", None)
             if feature_s is not None and hasattr(self, "step_timer"):
@@ -512,25 +537,52 @@ class PairGRPOTrainer(GRPOTrainer):
             gap = getattr(self.generation_backend, "last_logprob_gap", None)
             if gap is not None:
                 self._metrics["train"]["pair/engine_logprob_gap"].append(float(gap))
-            draw = self._draw_design(prefix, prompt_ids)
-            local_mask = draw.mask.reshape(-1)[draw.rows]
-            selected = np.flatnonzero(local_mask).tolist()
+            draw = self._draw_design(prefix, prompt_ids, subset=subset, local=local)
+            local_mask = draw.mask.reshape(-1)[draw.rows][local]
+            selected = np.flatnonzero(local_mask).tolist()  # positions in the prefix batch
             # Called even with nothing selected on this process: backends whose phase 2 is a
             # collective across processes (vLLM server mode) need every process to join.
             with self._phase("continuation"):
                 finished = self.generation_backend.continue_selected(unwrapped, prefix, selected)
-        completion_ids = [list(ids) for ids in prefix.prefix_ids]
-        for row, ids in zip(selected, finished):
-            completion_ids[row] = list(ids)
-        suffix_local = np.zeros(len(completion_ids), dtype=np.int64)
-        for row in selected:
-            suffix_local[row] = len(completion_ids[row]) - len(prefix.prefix_ids[row])
+        # rows outside the subset were never generated: one EOS, masked and dropped as in
+        # width "whole"
+        eos = int(next(iter(self.eos_token_ids)))
+        completion_ids: list[list[int]] = [[eos] for _ in range(n_local)]
+        for k, row in enumerate(local):
+            completion_ids[row] = list(prefix.prefix_ids[k])
+        suffix_local = np.zeros(n_local, dtype=np.int64)
+        for k, ids in zip(selected, finished):
+            completion_ids[local[k]] = list(ids)
+            suffix_local[local[k]] = len(ids) - len(prefix.prefix_ids[k])
         draw.suffix_len = gather_rows(self.accelerator, suffix_local).reshape(draw.mask.shape)
-        draw.features = torch.as_tensor(
-            gather_rows(self.accelerator, self.head_inputs(prefix).float().cpu().numpy())
-        )
+        heads_in = self.head_inputs(prefix).float().cpu().numpy()
+        features = np.zeros((n_local, heads_in.shape[-1]), dtype=heads_in.dtype)
+        features[local] = heads_in[: len(local)]
+        draw.features = torch.as_tensor(gather_rows(self.accelerator, features))
         self.last_draw = draw
         return completion_ids, None
+
+    def _draw_subsets(self, n_local: int) -> np.ndarray:
+        """Width "subset": a uniform ``prefix_group_size``-subset of every group
+        (:func:`pairht.step.draw_subsets`, the design generator; the main process's draw
+        broadcast), ``(B, w)``."""
+        from pairht.step import draw_subsets
+
+        args = self.pair_args
+        g, w = args.num_generations, args.prefix_group_size
+        assert g is not None and w is not None  # resolved by GRPOConfig; checked by check_width
+        b = gather_rows(self.accelerator, np.zeros((n_local, 1))).shape[0] // g
+        return broadcast_from_main(self.accelerator, draw_subsets(b, g, w, self.design_rng))
+
+    def _local_rows(self, subset: np.ndarray, n_local: int) -> np.ndarray:
+        """This process's rows (local indices) that belong to a subset."""
+        from pairht.step.subset import put
+
+        g = self.pair_args.num_generations
+        assert g is not None
+        inside = put(np.ones(subset.shape, dtype=bool), subset, g, fill=False)
+        rows = local_slice(self.accelerator, n_local)
+        return np.flatnonzero(inside.reshape(-1)[rows])
 
     def _generate_whole(self, unwrapped: Any, prompt_ids: Any) -> tuple[list[list[int]], None]:
         """``width="whole"``: small-group GRPO inside the trainer, no prefix phase.
@@ -585,22 +637,27 @@ class PairGRPOTrainer(GRPOTrainer):
         return completion_ids, None
 
     def set_width(self, width: str, whole_group_size: float | None = None,
-                  allocator: str | None = None) -> None:
-        """Switch the generation width from the next generation batch on (``"prefixes"``:
-        PAIR; ``"whole"``: ``whole_group_size`` whole completions per group, small-group
-        GRPO), checked by the config's rule (:func:`pairht_trl.config.check_width`), and with
-        ``allocator`` the prefix rule the prefixes run (``"pair"``: each prompt at its own
-        budget; ``"pair_batch"``: one budget for the batch; ``"pair_strata"``: predicted
-        outcomes as strata; ``"pair_dr"``: the difference estimator at Neyman's allocation;
-        :data:`pairht.step.PREFIX_RULES`; a new rule brings its own
-        design, :func:`pairht_trl.config.rule_design`). Every batch's design is
-        drawn and logged before its rewards, so switching between batches keeps each batch's
-        estimator exact. :class:`~pairht_trl.audit_mode.AuditCallback`
-        (``switch_width=True``) calls it from its audits."""
+                  allocator: str | None = None, prefix_group_size: int | None = None) -> None:
+        """Switch the generation width from the next generation batch on, checked by the
+        config's rule (:func:`pairht_trl.config.check_width`).
+
+        ``"prefixes"``: PAIR; ``"whole"``: ``whole_group_size`` whole completions per group,
+        small-group GRPO; ``"subset"``: prefixes for a uniform subset of
+        ``prefix_group_size`` candidates, the prefix rule among them. With ``allocator`` the
+        prefix rule the prefixes run (``"pair"``: each prompt at its own budget;
+        ``"pair_batch"``: one budget for the batch; ``"pair_strata"``: predicted outcomes as
+        strata; ``"pair_dr"``: the difference estimator at Neyman's allocation;
+        :data:`pairht.step.PREFIX_RULES`; a new rule brings its own design,
+        :func:`pairht_trl.config.rule_design`). A size left ``None`` keeps the config's.
+        Every batch's design is drawn and logged before its rewards, so switching between
+        batches keeps each batch's estimator exact.
+        :class:`~pairht_trl.audit_mode.AuditCallback` (``switch_width=True``) calls it from
+        its audits."""
         from pairht_trl.config import check_width
 
         a = self.pair_args
         size = a.whole_group_size if whole_group_size is None else whole_group_size
+        width_size = a.prefix_group_size if prefix_group_size is None else prefix_group_size
         rule = a.allocator if allocator is None else allocator
         if allocator is not None and rule not in prefix_rules():
             # Only the prefix rules are a width verdict's options; without an allocator the
@@ -611,7 +668,8 @@ class PairGRPOTrainer(GRPOTrainer):
             raise ValueError(f"allocator {rule!r} estimates with the difference estimator, "
                              f"which has exact weights only; got weighting={a.weighting!r}")
         assert a.num_generations is not None  # resolved by GRPOConfig
-        a.width, a.whole_group_size = check_width(width, size, a.num_generations, rule)
+        a.width, a.whole_group_size, a.prefix_group_size = check_width(
+            width, size, a.num_generations, rule, width_size)
         if rule != a.allocator:
             # the verdict weighed each rule with its own design: a new rule brings it
             a.design = rule_design(rule, a.anchor_pair)
@@ -630,19 +688,29 @@ class PairGRPOTrainer(GRPOTrainer):
             )
         return prefix.head_inputs()
 
-    def _draw_design(self, prefix: Any, prompt_ids: Any = None) -> DesignDraw:
+    def _draw_design(self, prefix: Any, prompt_ids: Any = None, *,
+                     subset: np.ndarray | None = None,
+                     local: np.ndarray | None = None) -> DesignDraw:
         """Predict, then plan with :func:`pairht.step.plan_continuations` (logged pre-reward).
 
         Realised accounting: a prefix that already ended is complete (``pi = 1``, no cost) and
         ``budget = budget_ratio * sum of the unfinished rows' c_hat`` is spent on the others.
         Every process plans from the same gathered inputs with an identically seeded generator
         (which stays in lockstep); the main process's plan is broadcast.
+
+        Width "subset" (``subset``, ``(B, w)``; ``local``: this process's rows the prefix
+        batch holds, in order): the rule plans on the ``(B, w)`` block of the subsets at the
+        budget ratio :func:`pairht.step.subset_budget_ratio` matches to full width, and the
+        draw records the two-phase design (:meth:`_record_draw`).
         """
         from pairht.step import ALLOCATORS, StepInputs, plan_continuations
+        from pairht.step.subset import subset_budget_ratio, take
 
         args, acc = self.pair_args, self.accelerator
         g = args.num_generations
-        n_local = len(prefix.prefix_ids)
+        assert g is not None  # resolved by GRPOConfig
+        n_local = len(prompt_ids) if prompt_ids is not None else len(prefix.prefix_ids)
+        rows = np.arange(n_local) if local is None else np.asarray(local, dtype=np.int64)
         with self._phase("heads"):
             p_loc, c_loc = self.head_trainer.predict(self.head_inputs(prefix))
         done_loc = np.asarray(prefix.prefix_done.cpu(), dtype=bool)
@@ -651,8 +719,15 @@ class PairGRPOTrainer(GRPOTrainer):
             [np.asarray(p_loc, np.float64), np.asarray(c_loc, np.float64), done_loc, len_loc],
             axis=1,
         )
-        allrows = gather_rows(acc, stacked)
+        # every local row, those without a prefix (width "subset") as (p, c, done, len) =
+        # (0.5, 0, 0, 0) placeholders the block below leaves out
+        local_rows = np.zeros((n_local, 4))
+        local_rows[:, 0] = 0.5
+        local_rows[rows] = stacked[: len(rows)]
+        allrows = gather_rows(acc, local_rows)
         shape = (-1, g)
+        p_all = allrows[:, 0].reshape(shape)
+        c_all = allrows[:, 1].reshape(shape)
         done = allrows[:, 2].reshape(shape) > 0.5
         prefix_len = allrows[:, 3].reshape(shape).astype(np.int64)
         history = None
@@ -662,11 +737,21 @@ class PairGRPOTrainer(GRPOTrainer):
             row_keys = np.stack([prompt_key(ids) for ids in prompt_ids])
             self._history_keys = group_keys(gather_rows(acc, row_keys), done.shape[1])
             history = self.prompt_history.lookup(self._history_keys)
+        budget_ratio = args.budget_ratio
+        if subset is not None:
+            p_all, c_all, done, prefix_len = (take(a, subset)
+                                              for a in (p_all, c_all, done, prefix_len))
+            unfinished_cost = float(np.where(done, 0.0, c_all).sum())
+            # pooled over the batch, from pre-reward quantities only (the draw stays exact);
+            # capped at 1: a width at or below G' affords every suffix
+            budget_ratio = 1.0 if unfinished_cost <= 0.0 else min(1.0, subset_budget_ratio(
+                float(prefix_len.sum()), unfinished_cost, args.budget_ratio,
+                subset.shape[1] / g))
         inputs = StepInputs.from_ratio(
-            allrows[:, 0].reshape(shape),
-            allrows[:, 1].reshape(shape),
+            p_all,
+            c_all,
             done,
-            budget_ratio=args.budget_ratio,
+            budget_ratio=budget_ratio,
             prefix_tokens=prefix_len,
             history=history,
         )
@@ -705,18 +790,35 @@ class PairGRPOTrainer(GRPOTrainer):
         self._warm_start = pi_alloc
         return self._record_draw(inputs, plan, pi=pi, pi_alloc=pi_alloc, mask=mask, joint=joint,
                                  c_hat=inputs.c_hat, prefix_len=prefix_len, done=done,
-                                 n_local=n_local)
+                                 n_local=n_local, subset=subset)
 
     def _record_draw(self, inputs: Any, plan: Any, *, pi: np.ndarray, pi_alloc: np.ndarray,
                      mask: np.ndarray, joint: np.ndarray, c_hat: np.ndarray,
-                     prefix_len: np.ndarray, done: np.ndarray, n_local: int) -> DesignDraw:
+                     prefix_len: np.ndarray, done: np.ndarray, n_local: int,
+                     subset: np.ndarray | None = None) -> DesignDraw:
         """The batch's :class:`DesignDraw` from its plan (``pi``, ``pi_alloc``, ``mask``,
         ``joint`` as broadcast from the main process), logged in ``draw_history`` here, before
-        any reward is seen: the one place both widths record a draw."""
+        any reward is seen: the one place every width records a draw. With ``subset`` the
+        plan is the ``(B, w)`` block's: its arrays are put back on the ``G`` candidates (0 /
+        False outside the subset) and ``pi``/``joint`` become the two-phase ``pi*``/``rho*``
+        (:func:`pairht.step.two_phase_design`)."""
         B = pi.shape[0]
         info = plan.info
+        p_hat, inner_joint = inputs.p_hat, None
+        if subset is not None:
+            from pairht.step import two_phase_design
+            from pairht.step.subset import put
+
+            g = self.pair_args.num_generations
+            assert g is not None  # resolved by GRPOConfig
+            inner_joint = joint
+            pi_alloc = two_phase_design(pi_alloc, joint, subset, g)[0]
+            pi, joint = two_phase_design(pi, joint, subset, g)
+            mask = put(mask, subset, g, fill=False)
+            p_hat, c_hat, prefix_len, done = (put(a, subset, g)
+                                              for a in (p_hat, c_hat, prefix_len, done))
         draw = DesignDraw(
-            p_hat=inputs.p_hat,
+            p_hat=p_hat,
             c_hat=c_hat,
             budget=inputs.budget,
             pi=pi,
@@ -731,12 +833,15 @@ class PairGRPOTrainer(GRPOTrainer):
             rows=local_slice(self.accelerator, n_local),
             unspent_budget=np.asarray(info.get("unspent_budget", np.zeros(B)), np.float64),
             plan_metrics=dict(plan.metrics),
+            subset=subset,
+            inner_joint=inner_joint,
         )
-        self.draw_history.append(
-            # global_step counts finished optimizer steps: this draw feeds (and is logged at)
-            # the next one
-            {"step": int(self.state.global_step) + 1, "pi": pi.copy(), "mask": mask.copy()}
-        )
+        entry = {"step": int(self.state.global_step) + 1, "pi": pi.copy(), "mask": mask.copy()}
+        if subset is not None:
+            entry["subset"] = subset.copy()
+        # global_step counts finished optimizer steps: this draw feeds (and is logged at) the
+        # next one
+        self.draw_history.append(entry)
         return draw
 
     # ------------------------------------------------------------------ seam 2: rewards
@@ -806,13 +911,23 @@ class PairGRPOTrainer(GRPOTrainer):
             )
 
             base = prediction_baselines(draw.p_hat, draw.rewards, draw.prefix_done)
-            adv = torch.as_tensor(
-                difference_advantages(draw.rewards, draw.mask, draw.joint, base),
-                dtype=dtype, device=device)
+            if draw.subset is None:
+                a = difference_advantages(draw.rewards, draw.mask, draw.joint, base)
+            else:
+                # width "subset": the estimate of g_S on the subsets' block, with the rule's
+                # own design rho|S (the baselines of the other candidates do not exist);
+                # unbiased for g_S given S, and E_S[g_S] = g (pairht.step.subset)
+                from pairht.step.subset import put, take
+
+                S = draw.subset
+                a = put(difference_advantages(take(draw.rewards, S), take(draw.mask, S),
+                                              draw.inner_joint, take(base, S)),
+                        S, draw.mask.shape[1])
+            adv = torch.as_tensor(a, dtype=dtype, device=device)
         else:
             adv = pair_advantages_torch(rewards, weights, dtype=dtype)
         # the heads learn from every completed row with prefix features (none in width
-        # "whole"), before any pruning
+        # "whole"; the subsets' in width "subset"), before any pruning
         self._pending_labels = self._labels(draw) if draw.features is not None else None
         if args.allocator == "dppo":
             weights = self._prune_dppo(draw, adv)
@@ -897,18 +1012,33 @@ class PairGRPOTrainer(GRPOTrainer):
 
     def _labels(self, draw: DesignDraw) -> dict[str, Any]:
         """Head labels of the completed rows (IPW weights J / pi use the logged pi)."""
-        mask = draw.mask.reshape(-1)
         # _calculate_rewards and the generation step filled these in before labels are read
         assert draw.rewards is not None and draw.suffix_len is not None
+        assert draw.features is not None
+        mask, rewards, costs, pi = draw.mask, draw.rewards, draw.suffix_len, draw.pi
+        features = draw.features
+        if draw.subset is not None:
+            # width "subset": the subsets are the groups the heads see (their group means are
+            # the subsets'), weighted by the rule's own pi|S (the subset itself is uniform)
+            from pairht.step.subset import take
+
+            S = draw.subset
+            assert draw.inner_joint is not None  # recorded with the subset
+            mask, rewards, costs = take(mask, S), take(rewards, S), take(costs, S)
+            pi = np.diagonal(draw.inner_joint, axis1=-2, axis2=-1)
+            g = draw.mask.shape[1]
+            flat = (np.arange(S.shape[0])[:, None] * g + S).reshape(-1)
+            features = features[torch.as_tensor(flat)]
         # The success head predicts P(r = 1): rewards outside [0, 1] (weighted sums of several
         # functions, partial credit) are clipped to it. Costs of prefixes that already ended
         # are 0, which the head trainer reads as "train the success head only".
         return {
-            "features": draw.features,
-            "rewards": np.clip(np.nan_to_num(draw.rewards.reshape(-1), nan=0.0), 0.0, 1.0),
-            "costs": draw.suffix_len.reshape(-1).astype(np.float64),
-            "pi": draw.pi.reshape(-1).copy(),
-            "mask": mask.copy(),
+            "features": features,
+            "rewards": np.clip(np.nan_to_num(rewards.reshape(-1), nan=0.0), 0.0, 1.0),
+            "costs": costs.reshape(-1).astype(np.float64),
+            "pi": pi.reshape(-1).copy(),
+            "mask": mask.reshape(-1).copy(),
+            "group_size": mask.shape[1],
         }
 
     def _log_draw(self, draw: DesignDraw, weights: np.ndarray) -> None:
@@ -928,7 +1058,12 @@ class PairGRPOTrainer(GRPOTrainer):
         m["pair/suffix_tokens"].append(suffix)
         m["pair/full_suffix_tokens_ht"].append(full_suffix_ht)
         m["pair/suffix_fraction"].append(suffix / full_suffix_ht if full_suffix_ht > 0 else 0.0)
-        m["pair/token_fraction"].append((prefix + suffix) / (prefix + full_suffix_ht))
+        # over the HT estimate of every candidate's prefix and suffix: width "subset"
+        # generates the share w/G of the prefixes
+        m["pair/token_fraction"].append(
+            (prefix + suffix) / (prefix / draw.prefix_share + full_suffix_ht))
+        if draw.subset is not None:
+            m["pair/prefix_group_size"].append(float(draw.subset.shape[1]))
         # The plan's own figure: expected over full predicted suffix cost of the unfinished
         # candidates, on the (skill-shrunk) predictions the allocation used.
         plan_m = draw.plan_metrics or {}
@@ -972,7 +1107,8 @@ class PairGRPOTrainer(GRPOTrainer):
         heads = self.head_trainer
         heads.add(
             labels["features"], labels["rewards"], labels["costs"], labels["pi"], labels["mask"],
-            group_size=self.pair_args.num_generations,
+            # checkpoints written before width "subset" carry no group size: num_generations
+            group_size=labels.get("group_size", self.pair_args.num_generations),
         )
         with self._phase("heads"):
             head_metrics = heads.update()

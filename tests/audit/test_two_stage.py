@@ -147,3 +147,21 @@ def test_hindsight_narrow_width_beats_grpo_where_full_width_cannot():
     narrow, full = res.row("pair_dr_narrow"), res.row("pair_dr")
     assert narrow.ok and full.ok
     assert narrow.metrics["mse_exact"] < full.metrics["mse_exact"]
+
+
+def test_width_advice_carries_the_narrower_widths_w_for_the_trainer(tiny):
+    """WidthAdvice.prefix_width is the w the row ran (narrow_width at the population's G'),
+    what AuditCallback passes to the trainer's width="subset"; None for a full-width rule."""
+    from pairht.audit import narrow_rule, width_advice
+
+    adv = width_advice(tiny, 0.5, options=("pair_dr_narrow", "pair"), seed=0)
+    g_prime = 6 * whole_group_ratio(tiny, 0.5)
+    assert adv.option == "pair_dr_narrow" or adv.prefix_width is None
+    full = width_advice(tiny, 0.5, options=("pair",), seed=0)
+    assert full.prefix_width is None
+    narrow = width_advice(tiny, 0.5, options=("pair_dr_narrow",), seed=0)
+    assert narrow.option == "pair_dr_narrow"
+    assert narrow.prefix_width == narrow_width(6, g_prime) and narrow.prefix_width < 6
+    assert narrow_rule("pair_dr_narrow") == "pair_dr"
+    with pytest.raises(ValueError, match="option must be one of NARROW_OPTIONS"):
+        narrow_rule("pair")

@@ -105,3 +105,34 @@ def test_the_pairht_command_passes_experiment_options_through(capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "--arms" in out and "--seeds" in out
+
+
+def test_the_narrow_arm_resolves_its_width_from_the_audits_rule():
+    """pair_dr_narrow's prefix_group_size is the audit's narrow_width at the G' a pilot's
+    mean length gives: half way from G toward G' (the long chains: 6 of 8)."""
+    from pairht.audit.two_stage import narrow_width
+
+    assert ex.ARMS["pair_dr_narrow"].options["prefix_group_size"] == ex.NARROW
+    for length, g, tau, b in ((94.0, 8, 8, 0.5), (30.0, 8, 8, 0.25), (12.0, 6, 3, 0.5)):
+        g_prime = g * (tau + b * (length - tau)) / length
+        assert ex._narrow_size(length, g, tau, b) == narrow_width(g, g_prime)
+    assert ex._narrow_size(94.0, 8, 8, 0.5) == 6
+    assert ex._narrow_size(5.0, 8, 8, 0.5) == 8  # every response ends inside the prefix
+
+
+@pytest.mark.slow
+def test_short_run_of_the_narrow_arm_generates_fewer_prefixes(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAIRHT_CACHE", str(tmp_path / "cache"))
+    widths: list[int] = []
+    resolve = ex._narrow_size
+    monkeypatch.setattr(ex, "_narrow_size", lambda *a: widths.append(resolve(*a)) or widths[-1])
+    res = ex.run_experiment(["pair_dr", "pair_dr_narrow"], [0], task="chain", steps=2,
+                            warmup_steps=20, prompts_per_step=4, out_dir=tmp_path / "out",
+                            bootstrap=100, progress=False)
+    assert "| pair_dr_narrow |" in res.report_path.read_text()
+    by = {r.arm: r.result for r in res.runs}
+    (w,) = widths
+    assert 2 <= w < 8
+    # prefixes for w of 8 candidates: their tokens scale by about w / 8 (same prompts, seed)
+    ratio = by["pair_dr_narrow"].prefix_tokens / by["pair_dr"].prefix_tokens
+    assert 0.5 * w / 8 < ratio < min(1.0, 1.5 * w / 8)

@@ -5,7 +5,8 @@ groups and group 1 (global rows 4..7) spans both processes. Each process records
 draws it holds, the loss mask of its own rows and the rows of its update batch (mode "drop":
 drop_unselected_rows=True, else False), for the test to compare.
 
-Arguments: ``OUT STEPS MODE [float64]`` runs one training run; ``--jobs OUT,STEPS,MODE[,float64]
+Arguments: ``OUT STEPS MODE [float64] [subset]`` runs one training run (``subset``: width
+"subset" with 2 rows per process, see ``main``); ``--jobs OUT,STEPS,MODE[,float64][,subset]
 ...`` runs several, one after the other in the same two processes (one process group). Starting
 the two processes (importing torch, transformers and TRL in each) takes most of a launch's time,
 so the test launches once for all its runs; each run builds a fresh model and trainer, and the
@@ -26,12 +27,19 @@ sys.path.insert(0, os.path.dirname(__file__))
 from pair_helpers import make_trainer, use_float64_logprobs
 
 
-def main(out_dir: str, steps: int, drop: bool, float64: bool = False) -> None:
+def main(out_dir: str, steps: int, drop: bool, float64: bool = False,
+         subset: bool = False) -> None:
     # float64: a float64 model, float64 log-probabilities and plain SGD, so that the parameter
     # change is the gradient itself and runs can be compared to float64 rounding
-    extra = dict(optim="sgd", learning_rate=1.0) if float64 else {}
+    extra: dict = dict(optim="sgd", learning_rate=1.0) if float64 else {}
+    rows = 6
+    if subset:
+        # width "subset", prefixes for 2 of 4 with 2 rows per process: each group spans both
+        # processes, and one holds no prefixed row whenever the subset is the other's half
+        extra.update(width="subset", prefix_group_size=2, allocator="pair_dr")
+        rows = 2
     trainer = make_trainer(
-        out_dir, num_generations=4, per_device_train_batch_size=6, max_steps=steps,
+        out_dir, num_generations=4, per_device_train_batch_size=rows, max_steps=steps,
         n_prompts=12, drop_unselected_rows=drop, double=float64, **extra,
     )
     if float64:
@@ -55,7 +63,9 @@ def main(out_dir: str, steps: int, drop: bool, float64: bool = False) -> None:
     ])
     np.save(os.path.join(out_dir, f"delta-rank{rank}.npy"), delta)
     draws = [
-        {"pi": d["pi"].tolist(), "mask": d["mask"].tolist()} for d in trainer.draw_history
+        {"pi": d["pi"].tolist(), "mask": d["mask"].tolist(),
+         **({"subset": d["subset"].tolist()} if "subset" in d else {})}
+        for d in trainer.draw_history
     ]
     with open(os.path.join(out_dir, f"draws-rank{rank}.json"), "w") as fh:
         json.dump({"draws": draws, "local_loss_rows": masks, "update_rows": rows, "rank": rank,
@@ -67,10 +77,10 @@ def main(out_dir: str, steps: int, drop: bool, float64: bool = False) -> None:
     trainer.accelerator.wait_for_everyone()
 
 
-def run_jobs(jobs: list[tuple[str, int, bool, bool]]) -> None:
+def run_jobs(jobs: list[tuple[str, int, bool, bool, bool]]) -> None:
     """Run ``main(*job)`` for every job, then shut the process group down once."""
-    for out_dir, steps, drop, float64 in jobs:
-        main(out_dir, steps, drop, float64)
+    for job in jobs:
+        main(*job)
     # Without this the gloo process group is torn down during interpreter finalisation, where
     # its worker threads can abort the process ("terminate called without an active
     # exception", SIGABRT) after training succeeded: seen once in CI. PyTorch documents
@@ -78,8 +88,8 @@ def run_jobs(jobs: list[tuple[str, int, bool, bool]]) -> None:
     torch.distributed.destroy_process_group()
 
 
-def _job(spec: list[str]) -> tuple[str, int, bool, bool]:
-    return spec[0], int(spec[1]), spec[2] == "drop", "float64" in spec[3:]
+def _job(spec: list[str]) -> tuple[str, int, bool, bool, bool]:
+    return spec[0], int(spec[1]), spec[2] == "drop", "float64" in spec[3:], "subset" in spec[3:]
 
 
 if __name__ == "__main__":

@@ -67,14 +67,14 @@ def test_callback_writes_populations_that_pairht_audit_reads(tmp_path):
     trainer.train()
     assert len(cb.written) == 1
     # The callback audited PAIR against small-group GRPO on the population it wrote, over
-    # the prefix rules the trainer can switch to (not the audit-only narrower width).
+    # the prefix options the trainer can switch to (the narrower width as width "subset").
     from pairht.audit import load_population, width_advice
     from pairht_trl.config import switchable_rules
 
     (step, adv), = cb.advice
     assert step == 1
     rules = switchable_rules(trainer.args.weighting)
-    assert "pair_dr_narrow" not in rules
+    assert "pair_dr_narrow" in rules  # exact weights: the difference estimator's options too
     again = width_advice(load_population(cb.written[0]), trainer.args.budget_ratio,
                          pi_min=trainer.args.pi_min, seed=1, options=rules)
     assert adv == again and adv.choice in ("grpo_small", *rules)

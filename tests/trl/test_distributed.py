@@ -22,7 +22,7 @@ HERE = Path(__file__).parent
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 STEPS = 2 if os.environ.get("PAIRHT_E2E_SHORT") == "1" else 4
-#: name -> (steps, mode, float64)
+#: name -> (steps, mode, float64[, "subset"])
 RUNS = {
     "masked": (STEPS, "mask", False),
     "dropped": (STEPS, "drop", False),
@@ -30,6 +30,8 @@ RUNS = {
     # would differ between the float64 runs with and without dropping
     "mask-float64": (1, "mask", True),
     "drop-float64": (1, "drop", True),
+    # width "subset", 2 rows per process: some steps leave a process no prefixed row
+    "subset": (6, "drop", False, "subset"),
 }
 
 
@@ -38,9 +40,10 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     """Every run of :data:`RUNS` in one 2-process launch; its output folder by name."""
     root = tmp_path_factory.mktemp("distributed")
     jobs = []
-    for name, (steps, mode, float64) in RUNS.items():
+    for name, (steps, mode, float64, *rest) in RUNS.items():
         (root / name).mkdir()
-        jobs.append(f"{root / name},{steps},{mode}" + (",float64" if float64 else ""))
+        jobs.append(f"{root / name},{steps},{mode}" + (",float64" if float64 else "")
+                    + "".join(f",{r}" for r in rest))
     # `accelerate launch --cpu --num_processes 2` starts one process unless mpirun is set up
     # (accelerate 1.15's CPU launcher); torchrun is what accelerate's multi-process launcher
     # runs, and accelerate then detects a 2-process gloo (MULTI_CPU) run from its environment.
@@ -98,3 +101,21 @@ def test_two_processes_take_the_same_step_with_and_without_dropping(runs):
     scale = np.abs(deltas["mask"]).max()
     assert scale > 1e-6
     np.testing.assert_allclose(deltas["drop"], deltas["mask"], rtol=1e-10, atol=1e-10 * scale)
+
+
+def test_two_processes_share_the_subsets_of_width_subset(runs):
+    """width="subset" across processes: both hold the same subsets, designs and masks; a
+    group's completed rows lie in its subset; a process holding no prefixed row (the subset
+    is the other process's half) still takes its step (its throwaway prefix is never
+    continued)."""
+    a, b = (json.loads((runs["subset"] / f"draws-rank{r}.json").read_text()) for r in (0, 1))
+    assert len(a["draws"]) == len(b["draws"]) == 6
+    emptied = 0
+    for da, db in zip(a["draws"], b["draws"]):
+        assert da == db
+        S, mask = np.array(da["subset"]), np.array(da["mask"])
+        assert S.shape == (1, 2) and mask.shape == (1, 4)  # 4 global rows = 1 group of 4
+        assert not mask[0, np.setdiff1d(np.arange(4), S[0])].any()
+        emptied += S[0].tolist() in ([0, 1], [2, 3])  # rank 0 holds rows 0-1, rank 1 2-3
+    assert emptied >= 1, "the fixture must leave a process without a prefixed row"
+    assert a["rng"] == b["rng"] and a["heads_labels"] == b["heads_labels"] > 0

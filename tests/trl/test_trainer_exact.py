@@ -163,3 +163,42 @@ def test_torch_advantages_equal_core_pair_advantages(weighting, w_max):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
         np.testing.assert_allclose(got.sum(-1), 0.0, atol=1e-12)  # centred over endpoints
         assert np.all(got[~mask] == 0)
+
+
+@pytest.mark.parametrize("allocator", ["pair", "pair_dr"])
+def test_subset_width_update_is_the_rules_estimate_of_the_subsets_pair_average(tmp_path,
+                                                                              allocator):
+    """width="subset" (prefixes for w = 4 of 6): the update is update_scale times the mean
+    over prompts of the rule's estimate on the subset, with the rule's own design rho|S:
+    pair-HT edge by edge over the subset's C(w, 2) pairs, or the difference estimator; the
+    pair-HT form equals pair-HT on all G candidates with the two-phase rho* the draw logs."""
+    from pairht.estimators.difference import difference_advantages, prediction_baselines
+    from pairht.step.subset import take
+
+    trainer, _ = _exact_trainer(tmp_path, width="subset", prefix_group_size=4,
+                                allocator=allocator, budget_ratio=0.2)
+    trainer.head_trainer.heads.cost_scale.fill_(100.0)  # long predicted suffixes: b_w < 1
+    out = scored_batch(trainer, N_PROMPTS)
+    draw = trainer.last_draw
+    S, inner = draw.subset, draw.inner_joint
+    assert (~take(draw.mask, S)).any() and (draw.mask.sum(-1) >= 2).any()
+    block = trainer.model.model.norm.weight
+    grad = loss_gradient(trainer, out, block)
+    rows = np.flatnonzero(draw.mask.reshape(-1))
+    scores = sequence_scores(trainer, out, block, rows).reshape(N_PROMPTS, G, -1)
+    rewards = np.nan_to_num(draw.rewards, nan=0.0)
+    r_S, s_S, J_S = take(rewards, S), take(scores, S), take(draw.mask, S)
+    if allocator == "pair":
+        per_prompt = [_brute_force_pair_ht(r_S[b], s_S[b], J_S[b], inner[b])
+                      for b in range(N_PROMPTS)]
+        full = pairht.pair_ht_gradient(rewards, scores, draw.mask, draw.joint)
+        np.testing.assert_allclose(full, per_prompt, rtol=RTOL,
+                                   atol=RTOL * np.abs(per_prompt).max())
+    else:
+        base = prediction_baselines(take(draw.p_hat, S), take(draw.rewards, S),
+                                    take(draw.prefix_done, S))
+        A = difference_advantages(take(draw.rewards, S), J_S, inner, base)
+        per_prompt = [A[b] @ s_S[b] for b in range(N_PROMPTS)]
+    expected = trainer.update_scale * np.mean(per_prompt, axis=0)
+    assert np.linalg.norm(expected) > 1e-6
+    np.testing.assert_allclose(grad, expected, rtol=RTOL, atol=RTOL * np.abs(expected).max())

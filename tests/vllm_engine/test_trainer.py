@@ -68,6 +68,22 @@ def trainer(checkpoint, tokenizer, tmp_path_factory):
     return out
 
 
+def _assert_update_is_pair_ht(trainer, out) -> None:
+    """grad(loss) = update_scale * mean_b pair-HT(q_b) on the draw's mask and joint, with the
+    float64 policy's per-sequence scores."""
+    draw = trainer.last_draw
+    block = trainer.model.model.norm.weight
+    grad = loss_gradient(trainer, out, block)
+    rows = np.flatnonzero(draw.mask.reshape(-1))
+    scores = sequence_scores(trainer, out, block, rows).reshape(N_PROMPTS, G, -1)
+    rewards = np.nan_to_num(draw.rewards, nan=0.0)
+    expected = trainer.update_scale * pairht.pair_ht_gradient(
+        rewards, scores, draw.mask, draw.joint
+    ).mean(axis=0)
+    assert np.linalg.norm(expected) > 1e-8
+    np.testing.assert_allclose(grad, expected, rtol=RTOL, atol=RTOL * np.abs(expected).max())
+
+
 def test_trainer_drives_trl_engine_in_two_phases(trainer):
     from pairht_vllm import VLLMTwoPhase
 
@@ -105,16 +121,7 @@ def test_exact_update_is_the_pair_ht_estimate_on_the_engine_samples(trainer):
     assert draw.pi.std() > 0 and (~draw.mask).any() and (draw.mask.sum(-1) >= 2).any()
     # The engine samples from q != pi_theta: the gap is positive (bf16), yet finite and small.
     assert trainer.generation_backend.last_logprob_gap > 0
-    block = trainer.model.model.norm.weight
-    grad = loss_gradient(trainer, out, block)
-    rows = np.flatnonzero(draw.mask.reshape(-1))
-    scores = sequence_scores(trainer, out, block, rows).reshape(N_PROMPTS, G, -1)
-    rewards = np.nan_to_num(draw.rewards, nan=0.0)
-    expected = trainer.update_scale * pairht.pair_ht_gradient(
-        rewards, scores, draw.mask, draw.joint
-    ).mean(axis=0)
-    assert np.linalg.norm(expected) > 1e-8
-    np.testing.assert_allclose(grad, expected, rtol=RTOL, atol=RTOL * np.abs(expected).max())
+    _assert_update_is_pair_ht(trainer, out)
 
 
 def test_trl_weight_sync_reaches_the_engine_and_a_missed_sync_is_flagged(trainer, tokenizer):
@@ -140,3 +147,22 @@ def test_trl_weight_sync_reaches_the_engine_and_a_missed_sync_is_flagged(trainer
     # bf16 engine, float64 policy with logits of tens: the synced gap is bf16 rounding (no
     # warning above), the stale one is the change of policy (a warning), and far larger.
     assert stale_gap > 1.0 and stale_gap > 3 * backend.last_logprob_gap
+
+
+def test_subset_width_prefixes_only_the_subsets_on_the_engine(trainer):
+    """width="subset" (prefixes for 4 of 6) on the real engine: phase 1 asks the engine for
+    the subsets' prefixes only, and the exact update is pair-HT on the G candidates with the
+    two-phase design the draw logs (tests/trl/test_trainer_exact.py checks it against the
+    rule's estimate on the subset)."""
+    stats = trainer.generation_backend.stats
+    before = stats["prefix_requests"]
+    trainer.set_width("subset", prefix_group_size=4)
+    try:
+        out = scored_batch(trainer, N_PROMPTS, seed=2)
+    finally:
+        trainer.set_width("prefixes")
+    draw = trainer.last_draw
+    assert stats["prefix_requests"] - before == N_PROMPTS * 4
+    assert draw.subset.shape == (N_PROMPTS, 4)
+    assert (draw.prefix_len > 0).sum() == N_PROMPTS * 4 and (draw.mask.sum(-1) >= 2).any()
+    _assert_update_is_pair_ht(trainer, out)

@@ -20,7 +20,7 @@ Examples
 # Registers the comparator rows (vip, hora, duet, dppo, pair_joint, ...) with ROWS; imported
 # here, after rows, so that rows never imports the comparators (imports run one way).
 from pairht.audit import comparator_rows as _comparator_rows  # noqa: F401
-from pairht.audit.advice import WidthAdvice, width_advice
+from pairht.audit.advice import WidthAdvice, narrow_rule, width_advice
 from pairht.audit.base import AuditConfig
 from pairht.audit.population import (
     FORMAT_VERSION,
@@ -61,6 +61,7 @@ __all__ = [
     "WidthAdvice",
     "compare_to_baselines",
     "load_population",
+    "narrow_rule",
     "register_row",
     "run_audit",
     "save_population",

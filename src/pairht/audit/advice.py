@@ -15,13 +15,14 @@ import numpy as np
 from pairht.audit.base import AuditConfig
 from pairht.audit.exact import two_stage_row_moments
 from pairht.audit.population import Population
-from pairht.audit.rows import ROWS
+from pairht.audit.rows import ROWS, TwoStageRow
 from pairht.audit.runner import run_audit
 from pairht.audit.summary import compare_to_baselines
 from pairht.audit.two_stage import plan_two_stage
 from pairht.audit.width import (
     CONFIDENCE,
     N_BOOT,
+    NARROW_OPTIONS,
     PREFIX_OPTIONS,
     confidently_lower,
     corrected_confidence,
@@ -56,6 +57,10 @@ class WidthAdvice:
     option : str
         The prefix rule ``ratio`` is about: of the rules asked about, the one with the lower
         mean exact MSE (the first on a tie).
+    prefix_width : int or None
+        The prefixes per prompt ``option`` generates when it is a narrower width
+        (:data:`~pairht.audit.width.NARROW_OPTIONS`: the ``w`` of a uniform ``w``-subset,
+        ``width="subset"`` in the TRL trainer), else ``None`` (every candidate).
     """
 
     choice: str
@@ -65,6 +70,7 @@ class WidthAdvice:
     group_size: float
     generated: float
     option: str = "pair"
+    prefix_width: int | None = None
 
     def line(self) -> str:
         """One sentence for logs."""
@@ -118,7 +124,9 @@ def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: f
     return WidthAdvice(choice=choice, ratio=cmp.ratio,
                        low=cmp.low, high=cmp.high,
                        group_size=float(grpo.metrics["budget_scale"]) * population.group_size,
-                       generated=float(grpo.metrics["generated_exact"]), option=best)
+                       generated=float(grpo.metrics["generated_exact"]), option=best,
+                       prefix_width=(int(res.row(best).metrics["prefix_width"])
+                                     if "prefix_width" in res.row(best).metrics else None))
 
 
 def two_stage_mse(population: Population, budget_ratio: float, width: int, *,
@@ -157,3 +165,21 @@ def two_stage_mse(population: Population, budget_ratio: float, width: int, *,
     mom = two_stage_row_moments(ts, population, population.reduced_scores())
     assert mom.bias is not None and mom.trace_cov is not None  # rows with exact moments
     return np.einsum("pd,pd->p", mom.bias, mom.bias) + mom.trace_cov, ts.config.budget_ratio
+
+
+def narrow_rule(option: str) -> str:
+    """The step rule a narrower-width option runs among its subset (its audit row's
+    ``inner``), e.g. ``"pair_dr"`` for ``"pair_dr_narrow"``: the allocator of the TRL
+    trainer's ``width="subset"`` for that option.
+
+    Examples
+    --------
+    >>> narrow_rule("pair_dr_narrow")
+    'pair_dr'
+    """
+    if option not in NARROW_OPTIONS:
+        raise ValueError(f"option must be one of NARROW_OPTIONS {NARROW_OPTIONS}; got "
+                         f"option = {option!r}")
+    row = ROWS[option]
+    assert isinstance(row, TwoStageRow)  # every narrower-width option is one
+    return row.inner

@@ -178,6 +178,8 @@ def _run_row(row: AuditRow, pop: Population, L: np.ndarray, g: np.ndarray, cfg: 
         res.per_prompt["generated"] = share * pop.prefix_len.sum(axis=1) + mom.tokens
     res.metrics.update(ex)
     res.metrics["budget_scale"] = float(plan.budget_scale)
+    if plan.stages is not None:  # a two-stage row: the prefix width it ran
+        res.metrics["prefix_width"] = float(plan.stages.width)
     res.metrics["alloc_ms"] = 1e3 * plan.alloc_seconds / P
     res.metrics["build_ms"] = 1e3 * plan.build_seconds / P
     if n_draws:

@@ -37,14 +37,8 @@ import numpy as np
 
 from pairht.audit.base import AuditConfig, finished_mask, prefix_tokens, suffix_costs
 from pairht.audit.population import Population
-
-
-def check_width(width: object, G: int) -> int:
-    """``width`` as an int in ``[2, G]``, or a ``ValueError`` naming it."""
-    if isinstance(width, bool) or not isinstance(width, (int, np.integer)) \
-            or not 2 <= width <= G:
-        raise ValueError(f"width must be an int in [2, G = {G}]; got width = {width!r}")
-    return int(width)
+from pairht.step.subset import check_prefix_width as check_width
+from pairht.step.subset import subset_budget_ratio
 
 
 def subset_population(population: Population, width: int) -> tuple[Population, np.ndarray]:
@@ -101,10 +95,8 @@ def width_budget(population: Population, budget_ratio: float, width: int) -> flo
     0.5
     """
     w = check_width(width, population.group_size)
-    C = float(suffix_costs(population).sum())
-    prefix = prefix_tokens(population)
-    share = w / population.group_size
-    return (prefix + budget_ratio * C - share * prefix) / (share * C)
+    return subset_budget_ratio(prefix_tokens(population), float(suffix_costs(population).sum()),
+                               budget_ratio, w / population.group_size)
 
 
 #: The most subsets per prompt the audit enumerates for a two-stage row (``C(G, w)``).

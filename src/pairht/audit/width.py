@@ -71,8 +71,10 @@ N_BOOT = 400
 
 #: The prefix options at a narrower width (audit rows, :mod:`pairht.audit.two_stage`): the
 #: difference estimator with prefixes for a uniform subset half way from ``G`` toward
-#: small-group GRPO's ``G'``. Audit only: the TRL trainer's width switch does not run them.
+#: small-group GRPO's ``G'``. The TRL trainer runs one as ``width="subset"`` with the row's
+#: inner rule as allocator (:func:`pairht.audit.narrow_rule`).
 NARROW_OPTIONS: tuple[str, ...] = ("pair_dr_narrow",)
+
 
 #: The prefix options a width choice weighs against small-group GRPO (audit row keys):
 #: the step's rules at full width (:data:`pairht.step.PREFIX_RULES`, also allocator names:

@@ -18,6 +18,7 @@ from pairht.step.allocators import (
 from pairht.step.embedding import WithFinished, unfinished_design, unfinished_mixture
 from pairht.step.inputs import StepInputs, shrink_predictions
 from pairht.step.plan import ContinuationPlan, group_design, plan_continuations, plan_metrics
+from pairht.step.subset import draw_subsets, subset_budget_ratio, two_phase_design
 
 __all__ = [
     "ALLOCATORS",
@@ -27,6 +28,7 @@ __all__ = [
     "StepInputs",
     "WithFinished",
     "allocator_names",
+    "draw_subsets",
     "get_allocator",
     "group_design",
     "plan_continuations",
@@ -34,6 +36,8 @@ __all__ = [
     "program_allocators",
     "register_allocator",
     "shrink_predictions",
+    "subset_budget_ratio",
+    "two_phase_design",
     "unfinished_design",
     "unfinished_mixture",
 ]
