@@ -571,8 +571,15 @@ class PairGRPOTrainer(GRPOTrainer):
         args = self.pair_args
         g, w = args.num_generations, args.prefix_group_size
         assert g is not None and w is not None  # resolved by GRPOConfig; checked by check_width
-        b = gather_rows(self.accelerator, np.zeros((n_local, 1))).shape[0] // g
-        return broadcast_from_main(self.accelerator, draw_subsets(b, g, w, self.design_rng))
+        return broadcast_from_main(self.accelerator,
+                                   draw_subsets(self._n_groups(n_local), g, w, self.design_rng))
+
+    def _n_groups(self, n_local: int) -> int:
+        """``B``, the groups of the generation batch over every process (a gather: every
+        process must call it)."""
+        g = self.pair_args.num_generations
+        assert g is not None  # resolved by GRPOConfig
+        return gather_rows(self.accelerator, np.zeros((n_local, 1))).shape[0] // g
 
     def _local_rows(self, subset: np.ndarray, n_local: int) -> np.ndarray:
         """This process's rows (local indices) that belong to a subset."""
@@ -603,8 +610,7 @@ class PairGRPOTrainer(GRPOTrainer):
         assert g is not None and args.whole_group_size is not None
         n_local = len(prompt_ids)
         shape = (-1, g)
-        total = gather_rows(acc, np.zeros((n_local, 1))).shape[0]
-        b = total // g
+        b = self._n_groups(n_local)
         # Equal predictions, no finished prefix and unit costs: "srswor" at ratio G'/G draws a
         # uniform subset of G' rows per group.
         inputs = StepInputs.from_ratio(np.full((b, g), 0.5), np.ones((b, g)),
@@ -807,12 +813,12 @@ class PairGRPOTrainer(GRPOTrainer):
         p_hat, inner_joint = inputs.p_hat, None
         if subset is not None:
             from pairht.step import two_phase_design
-            from pairht.step.subset import put
+            from pairht.step.subset import put, two_phase_pi
 
             g = self.pair_args.num_generations
             assert g is not None  # resolved by GRPOConfig
             inner_joint = joint
-            pi_alloc = two_phase_design(pi_alloc, joint, subset, g)[0]
+            pi_alloc = two_phase_pi(pi_alloc, subset, g)
             pi, joint = two_phase_design(pi, joint, subset, g)
             mask = put(mask, subset, g, fill=False)
             p_hat, c_hat, prefix_len, done = (put(a, subset, g)

@@ -149,11 +149,18 @@ def two_phase_design(pi: np.ndarray, joint: np.ndarray, subsets: np.ndarray,
     scale = np.full((w, w), share2)
     np.fill_diagonal(scale, share)
     rows = np.arange(B)[:, None]
-    pi_star = np.zeros((B, G))
-    pi_star[rows, S] = share * p
+    pi_star = two_phase_pi(p, S, G)
     rho_star = np.zeros((B, G, G))
     rho_star[rows[:, :, None], S[:, :, None], S[:, None, :]] = scale * rho
     return pi_star, rho_star
+
+
+def two_phase_pi(pi: np.ndarray, subsets: np.ndarray, G: int) -> np.ndarray:
+    """``pi* = (w / G) pi_i|S`` on the subset and 0 elsewhere, ``(B, G)``, from ``pi_i|S``
+    ``(B, w)`` (the first-order part of :func:`two_phase_design`)."""
+    S = np.asarray(subsets)
+    w = check_prefix_width(S.shape[1], G)
+    return put(w / G * np.asarray(pi, dtype=np.float64), S, G)
 
 
 def take(values: np.ndarray, subsets: np.ndarray) -> np.ndarray:
