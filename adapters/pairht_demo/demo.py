@@ -86,6 +86,9 @@ class MethodResult:
     #: PAIR: the heads' prequential reliability slope at each step (``pair/head_slope_success``,
     #: what the step shrinks the success predictions by, before clipping to [0, 1])
     head_slope: list[float] = field(default_factory=list)
+    #: PAIR with ``width="auto"``: tokens its audits generated (every candidate of the audited
+    #: prompts to the end), counted in ``generated_tokens`` and in the curve's token axis
+    audit_tokens: int = 0
 
     @property
     def suffix_fraction(self) -> float:
@@ -97,8 +100,9 @@ class MethodResult:
 
     @property
     def generated_tokens(self) -> int:
-        """Prefix + suffix tokens (GRPO has no prefix phase: all its tokens count as suffix)."""
-        return self.prefix_tokens + self.suffix_tokens
+        """Prefix + suffix + audit tokens (GRPO has no prefix phase: all its tokens count as
+        suffix)."""
+        return self.prefix_tokens + self.suffix_tokens + self.audit_tokens
 
 
 @dataclass
@@ -364,6 +368,8 @@ class _DrawMeter:
 
     Each new draw adds ``sum_i prefix_len_i`` (all G candidates) and ``sum_i J_i suffix_len_i``
     (continued candidates only); a draw is counted once even if several steps reuse it.
+    ``poll`` returns ``(prefix + audit, suffix)``: the tokens ``width="auto"``'s audits
+    generated (``trainer.pair_audit_tokens``) count as generated tokens too.
     """
 
     def __init__(self) -> None:
@@ -381,7 +387,11 @@ class _DrawMeter:
             self.prefix += int(t.prefix)
             self.suffix += int(t.suffix)
             self.full_suffix_ht += t.full_suffix_ht
-        return self.prefix, self.suffix
+        return self.prefix + self.audit, self.suffix
+
+    @property
+    def audit(self) -> int:
+        return int(getattr(self.trainer, "pair_audit_tokens", 0))
 
 
 def _run_pair(
@@ -413,6 +423,8 @@ def _run_pair(
         "snap_window": snap_window,
         "budget_ratio": budget_ratio,
         "design_seed": kwargs["seed"],
+        # PAIR's prefix path; an arm asks for width "auto" (PAIR's default) or another width
+        "width": "prefixes",
         **(pair_options or {}),
     })
     trainer = PairGRPOTrainer(
@@ -430,6 +442,8 @@ def _run_pair(
     record.seconds = time.perf_counter() - t0 - cb.eval_seconds
     record.cpu_seconds = time.process_time() - c0 - cb.eval_cpu
     record.prefix_tokens, record.suffix_tokens = meter.poll()
+    record.audit_tokens = meter.audit
+    record.prefix_tokens -= record.audit_tokens
     record.time_split = trainer.step_timer.mean()
     for key, attr in (("pair/head_skill_success", "head_skill"),
                       ("pair/head_slope_success", "head_slope")):

@@ -71,7 +71,13 @@ ARMS: dict[str, Arm] = {
         "grpo", matched=True,
         description="Dr. GRPO with G' candidates, G' matching PAIR's total generated tokens",
     ),
-    "pair": Arm("pair", description="PAIR, exact mode, default design"),
+    "default": Arm(
+        "pair", {"width": "auto"},
+        description="PAIR's default (width 'auto'): small-group GRPO or the difference "
+                    "estimator at a narrower or full prefix width, chosen from the run's own "
+                    "audits (their tokens counted)",
+    ),
+    "pair": Arm("pair", description="PAIR, exact mode, default design, prefixes for all G"),
     "pair_fixed": Arm(
         "pair", {"design": "conditional_poisson"},
         description="PAIR, exact mode, fixed-size conditional Poisson design named explicitly "

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
-__all__ = ["AuditCallback", "collect_population", "default_score_block"]
+__all__ = ["AuditCallback", "AutoWidthCallback", "collect_population", "default_score_block"]
 
 _log = logging.getLogger("pairht_trl")
 
@@ -86,6 +86,7 @@ def collect_population(
     path: str | os.PathLike[str] | None = None,
     *,
     block: str | None = None,
+    head_labels: bool = False,
 ) -> Any:
     """Generate ``G`` full candidates for each example and build (and save) a Population.
 
@@ -99,10 +100,15 @@ def collect_population(
         Where to write the ``.npz`` (:func:`pairht.audit.population.save_population`).
     block : str, optional
         Parameter name the scores are taken on; default :func:`default_score_block`.
+    head_labels : bool
+        Also return the heads' labels of these complete groups (every candidate observed,
+        ``pi = 1``): ``{"features", "rewards", "costs", "pi", "mask"}`` as numpy arrays, the
+        arguments of the head trainer's ``add``.
 
     Returns
     -------
     pairht.audit.population.Population
+        And the labels when ``head_labels``.
     """
     from trl.data_utils import is_conversational
     from trl.trainer.grpo_trainer import GRPOTrainer
@@ -171,7 +177,19 @@ def collect_population(
     )
     if path is not None:
         save_population(path, pop)
-    return pop
+    if not head_labels:
+        return pop
+    # Every candidate completed: IPW weights 1. The success head predicts P(r = 1) (rewards
+    # clipped to [0, 1]); a prefix that already ended has cost 0 ("success head only"), as in
+    # the trainer's own labels.
+    labels = {
+        "features": trainer.head_inputs(prefix).detach().float().cpu().numpy(),
+        "rewards": np.clip(np.nan_to_num(rewards, nan=0.0), 0.0, 1.0),
+        "costs": np.where(done, 0.0, suffix).astype(np.float64),
+        "pi": np.ones(len(rows)),
+        "mask": np.ones(len(rows), dtype=bool),
+    }
+    return pop, labels
 
 
 class AuditCallback(TrainerCallback):
@@ -310,3 +328,80 @@ class AuditCallback(TrainerCallback):
             self._audit(state.global_step)
             if self.switch_width:
                 self._switch()
+
+
+class AutoWidthCallback(AuditCallback):
+    """PAIR's default (``width="auto"``): audit, decide the width, train on; added by the
+    trainer itself.
+
+    Before the first step and every ``every`` optimizer steps, the main process draws
+    ``n_prompts`` prompts of the training set at random (seeded by ``args.seed`` and the
+    step), generates every candidate to the end (:func:`collect_population`), and hands the
+    population to the trainer's :class:`pairht.audit.AutoWidth`, which pools the newest audits
+    and decides (small-group GRPO, or the difference estimator among a subset's or every
+    candidate's prefixes); every process takes the decision
+    (:meth:`~pairht_trl.PairGRPOTrainer.set_width`). The audited groups are complete, so their
+    prefixes also become head labels (``pi = 1``) on every process and the heads refit: under
+    a small-group GRPO verdict, which generates no prefixes, the heads still learn, and a later
+    audit can leave GRPO once the prefixes pay. Tokens the audits generate are counted in the
+    trainer's ``pair_audit_tokens`` and logged as ``pair/audit_tokens``; the option running is
+    logged every step as ``pair/auto_option`` (its index in the trainer's
+    ``auto_width.options``) and every decision at INFO with its reason (kept in
+    ``decisions`` as ``(step, option, reason)``).
+
+    The audit runs on the main process only, as :class:`AuditCallback`'s: a generation
+    backend whose generation is a collective across processes (vLLM server mode) is not
+    supported with it.
+    """
+
+    def __init__(self, every: int, n_prompts: int) -> None:
+        super().__init__(steps=[0], n_prompts=n_prompts, advise=False)
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be a positive int; got {every!r}")
+        self.every = every
+        self.decisions: list[tuple[int, str, str]] = []
+
+    def _examples(self, step: int) -> list[dict[str, Any]]:
+        data = self.trainer.train_dataset
+        n = min(self.n_prompts, len(data))
+        gen = np.random.default_rng([int(self.trainer.args.seed), int(step), 59])
+        return [dict(data[int(i)]) for i in np.sort(gen.choice(len(data), n, replace=False))]
+
+    def _decide(self, step: int) -> None:
+        from pairht_trl.distributed import broadcast_from_main
+
+        trainer = self.trainer
+        if trainer is None:
+            raise ValueError("AutoWidthCallback is not bound to a trainer; PairGRPOTrainer "
+                             "adds it itself with width='auto'")
+        found: tuple[Any, Any, int] | None = None
+        if trainer.accelerator.is_main_process:
+            pop, labels = collect_population(trainer, self._examples(step), None,
+                                             block=self.block, head_labels=True)
+            tokens = int(pop.prefix_len.sum()
+                         + np.where(pop.finished, 0.0, pop.costs).sum())
+            decision = trainer.auto_width.observe(pop, seed=step)
+            found = (decision, labels, tokens)
+        decision, labels, tokens = broadcast_from_main(trainer.accelerator, found)
+        trainer.pair_audit_tokens += tokens
+        heads = trainer.head_trainer
+        heads.add(labels["features"], labels["rewards"], labels["costs"], labels["pi"],
+                  labels["mask"], group_size=trainer.pair_args.num_generations)
+        heads.update()
+        m = trainer._metrics["train"]
+        m["pair/audit_tokens"].append(float(tokens))
+        m["pair/width_mse_ratio"].append(decision.advice.ratio)
+        trainer.set_width(decision.width, decision.whole_group_size, decision.allocator,
+                          decision.prefix_group_size)
+        trainer.auto_option = decision.advice.choice
+        self.decisions.append((step, decision.advice.choice, decision.reason))
+        _log.info("width='auto' at step %d: %s", step, decision.reason)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step == 0:
+            self._decide(0)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        # none after the last step: no batch would run on its decision
+        if state.global_step % self.every == 0 and state.global_step < state.max_steps:
+            self._decide(state.global_step)

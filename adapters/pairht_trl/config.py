@@ -159,12 +159,15 @@ EDGE_PROXIES = edge_proxies()
 WEIGHTINGS = weightings()
 
 #: Generation widths of the trainer (``PairGRPOConfig.width``; the first is the default):
-#: ``"prefixes"`` gives every candidate a prefix and continues a subset (PAIR);
+#: ``"auto"`` decides among the three others from the run's own audits (PAIR's default,
+#: :class:`pairht.audit.AutoWidth`: small-group GRPO, the difference estimator among a
+#: uniform subset's prefixes, or among every candidate's); ``"prefixes"`` gives every
+#: candidate a prefix and continues a subset (PAIR);
 #: ``"whole"`` generates a uniform subset of ``whole_group_size`` candidates to the end and no
 #: prefixes (small-group GRPO inside the trainer, for where the prefixes do not pay);
 #: ``"subset"`` gives a uniform subset of ``prefix_group_size`` candidates a prefix and runs
 #: the prefix rule among them (a narrower prefix width, :mod:`pairht.step.subset`).
-WIDTHS = ("prefixes", "whole", "subset")
+WIDTHS = ("auto", "prefixes", "whole", "subset")
 
 
 def check_width(width: Any, whole_group_size: Any, num_generations: int, allocator: str,
@@ -184,6 +187,12 @@ def check_width(width: Any, whole_group_size: Any, num_generations: int, allocat
     # a pair needs two prefixes; at num_generations it is width "prefixes"
     width_size = _integer(2, num_generations, optional=True)("prefix_group_size",
                                                              prefix_group_size)
+    if width == "auto" and allocator != "pair":
+        raise ValueError(
+            f"width='auto' chooses the allocator itself (PAIR's default: small-group GRPO or "
+            f"the difference estimator, pairht.audit.width.DEFAULT_OPTIONS); got "
+            f"allocator={allocator!r}. Set width='prefixes' to run that allocator"
+        )
     if width in ("whole", "subset"):
         name, value = (("whole_group_size", size) if width == "whole"
                        else ("prefix_group_size", width_size))
@@ -325,6 +334,9 @@ PAIR_FIELD_RULES: dict[str, Rule] = {
     "head_steps_per_update": _integer(0),
     "head_batch_size": _integer(1),
     "drop_unselected_rows": _optional_flag,  # exactness: needs the resolved TRL fields, below
+    "width_audit_every": _integer(1),
+    "width_audit_prompts": _integer(2),
+    "width_history": _integer(1),
 }
 
 
@@ -590,11 +602,26 @@ class PairGRPOConfig(GRPOConfig):
         metadata={"help": "Drop unselected rows from the update batch (loss unchanged); None: "
                           "True when exact (steps_per_generation == 1), else False."},
     )
-    width: str = field(
-        default="prefixes",
-        metadata={"help": "'prefixes' (PAIR), 'whole' (small-group GRPO: whole_group_size "
-                          "whole completions, no prefixes) or 'subset' (PAIR on a uniform "
-                          "subset of prefix_group_size candidates)."},
+    width: str | None = field(
+        default=None,
+        metadata={"help": "'auto' (PAIR's default: decides among the others from the run's "
+                          "audits), 'prefixes' (PAIR), 'whole' (small-group GRPO: "
+                          "whole_group_size whole completions, no prefixes) or 'subset' (PAIR "
+                          "on a uniform subset of prefix_group_size candidates); None: 'auto' "
+                          "unless an allocator, design or weighting other than the defaults "
+                          "is set, then 'prefixes'."},
+    )
+    width_audit_every: int = field(
+        default=16,
+        metadata={"help": "width='auto': audit every k optimizer steps (and before step 1)."},
+    )
+    width_audit_prompts: int = field(
+        default=8,
+        metadata={"help": "width='auto': prompts per audit, each with every candidate "
+                          "generated to the end (tokens counted in pair/audit_tokens)."},
+    )
+    width_history: int = field(
+        default=4, metadata={"help": "width='auto': audits pooled by the choice (newest)."}
     )
     whole_group_size: float | None = field(
         default=None,
@@ -611,6 +638,21 @@ class PairGRPOConfig(GRPOConfig):
         # Rules first: TRL's own __post_init__ would read a bad value (e.g. `"0.5" < 1`) and
         # fail with a message naming no field.
         given = {"scale_rewards": self.scale_rewards}
+        # PAIR's default where it applies: a user who named a rule, design or weighting gets
+        # that rule with prefixes for every candidate (before the design is resolved)
+        plain = (self.allocator == "pair" and self.design is None and self.weighting == "exact"
+                 and not self.anchor_pair)
+        if self.width is None:
+            self.width = "auto" if plain else "prefixes"
+        elif self.width == "auto" and not plain:
+            raise ValueError(
+                f"width='auto' runs PAIR's default options (small-group GRPO or the difference "
+                f"estimator, with exact weights and its own designs); it needs allocator='pair' "
+                f"(the field's default), design=None, weighting='exact' and anchor_pair=False; "
+                f"got allocator={self.allocator!r}, design={self.design!r}, "
+                f"weighting={self.weighting!r}, anchor_pair={self.anchor_pair!r}. Set "
+                f"width='prefixes' to run that rule"
+            )
         for name, rule in PAIR_FIELD_RULES.items():
             if not (name in ("tau", "snap_window", "design") and getattr(self, name) is None):
                 setattr(self, name, rule(name, getattr(self, name)))

@@ -391,10 +391,32 @@ class PairGRPOTrainer(GRPOTrainer):
         for callback in self.callback_handler.callbacks:
             if isinstance(callback, AuditCallback):
                 callback.trainer = self
+        # PAIR's default: the width and estimator from the run's own audits
+        self.auto_width: Any = None
+        self.auto_option: str | None = None
+        self.pair_audit_tokens = 0
+        if args.width == "auto":
+            self._start_auto_width()
         # Per-step wall-clock split (pair/time_<phase>), the same seams as for plain GRPO.
         self.step_timer = instrument(self)
 
     # ------------------------------------------------------------------ construction helpers
+    def _start_auto_width(self) -> None:
+        """``width="auto"``: the core's :class:`pairht.audit.AutoWidth` and the callback that
+        audits and switches (:class:`pairht_trl.audit_mode.AutoWidthCallback`). Until its
+        first audit (before step 1) the width is the safe option, small-group GRPO."""
+        from pairht.audit import AutoWidth
+        from pairht_trl.audit_mode import AutoWidthCallback
+
+        a = self.pair_args
+        g = a.num_generations
+        assert g is not None  # resolved by GRPOConfig
+        self.auto_width = AutoWidth(a.budget_ratio, g, pi_min=a.pi_min, history=a.width_history)
+        callback = AutoWidthCallback(a.width_audit_every, a.width_audit_prompts)
+        callback.trainer = self
+        self.add_callback(callback)
+        self.set_width("whole", float(min(max(2.0, g * a.budget_ratio), g)))
+
     def _default_backend(self) -> Any:
         from pairht_rollout.transformers_backend import (
             TransformersTwoPhase,
@@ -1070,6 +1092,9 @@ class PairGRPOTrainer(GRPOTrainer):
             (prefix + suffix) / (prefix / draw.prefix_share + full_suffix_ht))
         if draw.subset is not None:
             m["pair/prefix_group_size"].append(float(draw.subset.shape[1]))
+        if self.auto_width is not None and self.auto_option in self.auto_width.options:
+            # width "auto": which of PAIR's default options this batch ran (its index)
+            m["pair/auto_option"].append(float(self.auto_width.options.index(self.auto_option)))
         # The plan's own figure: expected over full predicted suffix cost of the unfinished
         # candidates, on the (skill-shrunk) predictions the allocation used.
         plan_m = draw.plan_metrics or {}

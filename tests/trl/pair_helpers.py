@@ -50,6 +50,13 @@ def make_config(tmp_path, **overrides) -> PairGRPOConfig:
         dataloader_num_workers=0,
     )
     kw.update(overrides)
+    # These tests exercise PAIR's prefix path; the default (width="auto", which audits and
+    # switches widths) has its own tests (test_auto_width.py). A test naming another rule,
+    # design or weighting gets "prefixes" from the config's own default.
+    if "width" not in overrides and kw.get("allocator", "pair") == "pair" \
+            and kw.get("design") is None and kw.get("weighting", "exact") == "exact" \
+            and not kw.get("anchor_pair", False):
+        kw["width"] = "prefixes"
     return PairGRPOConfig(**kw)
 
 

@@ -20,7 +20,7 @@ def test_width_names_and_rules_are_checked_at_construction(tmp_path):
     assert make_config(tmp_path).width == "prefixes"
     cfg = make_config(tmp_path, width="whole", whole_group_size=3)
     assert (cfg.width, cfg.whole_group_size) == ("whole", 3.0)
-    with pytest.raises(ValueError, match=r"width must be one of \('prefixes', 'whole', "
+    with pytest.raises(ValueError, match=r"width must be one of \('auto', 'prefixes', 'whole', "
                                          r"'subset'\) \(from pairht_trl\.config\.WIDTHS\)"):
         make_config(tmp_path, width="grpo")
     with pytest.raises(ValueError, match="set whole_group_size"):

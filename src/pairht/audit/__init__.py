@@ -21,6 +21,7 @@ Examples
 # here, after rows, so that rows never imports the comparators (imports run one way).
 from pairht.audit import comparator_rows as _comparator_rows  # noqa: F401
 from pairht.audit.advice import WidthAdvice, narrow_rule, width_advice
+from pairht.audit.auto import AutoWidth, WidthDecision, decision_for
 from pairht.audit.base import AuditConfig
 from pairht.audit.population import (
     FORMAT_VERSION,
@@ -53,13 +54,16 @@ __all__ = [
     "AuditConfig",
     "AuditResult",
     "AuditRow",
+    "AutoWidth",
     "Comparison",
     "EdgeRow",
     "Population",
     "RowResult",
     "VertexRow",
     "WidthAdvice",
+    "WidthDecision",
     "compare_to_baselines",
+    "decision_for",
     "load_population",
     "narrow_rule",
     "register_row",

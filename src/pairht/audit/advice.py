@@ -17,15 +17,14 @@ from pairht.audit.exact import two_stage_row_moments
 from pairht.audit.population import Population
 from pairht.audit.rows import ROWS, TwoStageRow
 from pairht.audit.runner import run_audit
-from pairht.audit.summary import compare_to_baselines
+from pairht.audit.summary import N_BOOT as SUMMARY_BOOT
 from pairht.audit.two_stage import plan_two_stage
 from pairht.audit.width import (
     CONFIDENCE,
     N_BOOT,
     NARROW_OPTIONS,
     PREFIX_OPTIONS,
-    confidently_lower,
-    corrected_confidence,
+    choose_option,
 )
 
 
@@ -85,18 +84,27 @@ class WidthAdvice:
                 f"95% interval over prompts [{self.low:.3f}, {self.high:.3f}]): {verdict}")
 
 
-def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: float = 0.08,
-                 seed: int = 0, options: Sequence[str] = PREFIX_OPTIONS) -> WidthAdvice:
+def width_advice(population: Population | Sequence[Population], budget_ratio: float = 0.5, *,
+                 pi_min: float = 0.08, seed: int = 0,
+                 options: Sequence[str] = PREFIX_OPTIONS,
+                 confidence: float | None = CONFIDENCE) -> WidthAdvice:
     r"""Do the prefixes pay on ``population``? PAIR against small-group GRPO, exactly.
 
     Runs the audit's prefix options ``options`` (default
     :data:`pairht.audit.width.PREFIX_OPTIONS`: the step's rules ``pair``, ``pair_batch``,
     ``pair_strata``, ``pair_dr``, then ``pair_dr_narrow``) and ``grpo_small`` (``G'`` whole
-    completions at PAIR's total generated tokens) at ``budget_ratio`` with exact metrics only;
-    takes the prefix rule with the lower mean exact MSE and reports its ratio to GRPO with a
-    bootstrap interval over prompts. The verdict follows ``pair_width``'s rule (a prefix rule
-    only when confidently better than GRPO). A population from the live policy (the TRL
-    adapter's ``AuditCallback``) is the history a width choice reads.
+    completions at PAIR's total generated tokens) at ``budget_ratio`` with exact metrics only,
+    on each population given (the prompts of several populations are pooled: a training run's
+    audits so far); takes the prefix rule with the lower mean exact MSE and reports its ratio
+    to GRPO with a bootstrap interval over prompts. The verdict is
+    :func:`pairht.audit.width.choose_option` over ``("grpo_small", *options)`` at
+    ``confidence`` (a prefix rule only when confidently better than GRPO): ``pair_width``'s
+    rule with the defaults, PAIR's default (``width="auto"``) with
+    :data:`~pairht.audit.width.DEFAULT_OPTIONS` and
+    :data:`~pairht.audit.width.DEFAULT_CONFIDENCE`. A population from the live policy (the
+    TRL adapter's ``AuditCallback``) is the history a width choice reads.
+
+    ``group_size`` and ``prefix_width`` are the last population's (the newest audit's).
 
     Examples
     --------
@@ -109,24 +117,36 @@ def width_advice(population: Population, budget_ratio: float = 0.5, *, pi_min: f
     if not opts or len(set(opts)) != len(opts) or "grpo_small" in opts:
         raise ValueError(f"options must name distinct prefix rules (audit rows other than "
                          f"'grpo_small'); got options = {options!r}")
+    pops = [population] if isinstance(population, Population) else list(population)
+    if not pops or not all(isinstance(p, Population) for p in pops):
+        raise ValueError(f"population must be a Population or a non-empty sequence of them; "
+                         f"got {type(population).__name__}")
     cfg = AuditConfig(budget_ratio=budget_ratio, pi_min=pi_min, seed=seed)
-    res = run_audit(population, rows=["grpo_small", *opts], config=cfg, n_draws=0)
-    mse = {k: res.row(k).per_prompt["mse_exact"] for k in ("grpo_small", *opts)}
+    keys = ("grpo_small", *opts)
+    results = [run_audit(p, rows=list(keys), config=cfg, n_draws=0) for p in pops]
+    mse = {k: np.concatenate([r.row(k).per_prompt["mse_exact"] for r in results])
+           for k in keys}
     best = opts[int(np.argmin([mse[k].mean() for k in opts]))]  # ties: the first
-    cmp = compare_to_baselines(res, best, baselines=("grpo_small",), seed=seed)
-    grpo = res.row("grpo_small")
+    ref = mse["grpo_small"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = float(mse[best].mean() / ref.mean()) if ref.mean() > 0 else float("nan")
+        # the summary's percentile bootstrap over prompts (pairht.audit.summary)
+        idx = np.random.default_rng(np.random.SeedSequence([int(seed), 2000])).integers(
+            0, ref.size, size=(SUMMARY_BOOT, ref.size))
+        boot = mse[best][idx].mean(axis=1) / ref[idx].mean(axis=1)
+    low, high = (np.nanquantile(boot, [0.025, 0.975]) if np.isfinite(ratio)
+                 else (float("nan"), float("nan")))
     # A population without reward contrast has MSE 0 for every option (ratio NaN): no
-    # verdict. A prefix rule only when it is confidently better, as pair_width decides.
-    sure = confidently_lower(mse[best], mse["grpo_small"],
-                             corrected_confidence(CONFIDENCE, len(opts)), N_BOOT,
-                             np.random.default_rng(np.random.SeedSequence([int(seed), 37])))
-    choice = "none" if not np.isfinite(cmp.ratio) else best if sure else "grpo_small"
-    return WidthAdvice(choice=choice, ratio=cmp.ratio,
-                       low=cmp.low, high=cmp.high,
-                       group_size=float(grpo.metrics["budget_scale"]) * population.group_size,
+    # verdict. A prefix rule only when it is confidently better (choose_option).
+    picked = keys[choose_option(np.stack([mse[k] for k in keys]), confidence, N_BOOT,
+                                np.random.default_rng(np.random.SeedSequence([int(seed), 37])))]
+    grpo, last = results[-1].row("grpo_small"), results[-1].row(best)
+    return WidthAdvice(choice="none" if not np.isfinite(ratio) else picked, ratio=ratio,
+                       low=float(low), high=float(high),
+                       group_size=float(grpo.metrics["budget_scale"]) * pops[-1].group_size,
                        generated=float(grpo.metrics["generated_exact"]), option=best,
-                       prefix_width=(int(res.row(best).metrics["prefix_width"])
-                                     if "prefix_width" in res.row(best).metrics else None))
+                       prefix_width=(int(last.metrics["prefix_width"])
+                                     if "prefix_width" in last.metrics else None))
 
 
 def two_stage_mse(population: Population, budget_ratio: float, width: int, *,

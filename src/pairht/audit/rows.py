@@ -80,7 +80,7 @@ from pairht.audit.two_stage import (
     plan_two_stage,
     whole_group_ratio,
 )
-from pairht.audit.width import PREFIX_OPTIONS
+from pairht.audit.width import CONFIDENCE, DEFAULT_CONFIDENCE, DEFAULT_OPTIONS, PREFIX_OPTIONS
 from pairht.designs import Bernoulli, MixedSize, make_design
 from pairht.step import group_design
 from pairht.step.embedding import below_fixed_size, fixed_base
@@ -535,6 +535,8 @@ class ChoiceRow(AuditRow):
 
     estimator = "choice"
     options: ClassVar[tuple[str, ...]] = ()
+    #: :func:`~pairht.audit.width.cross_fitted_choice`'s ``confidence`` (None: the argmin).
+    confidence: ClassVar[float | None] = CONFIDENCE
     # Its options are cost-matched; the choice spends their pooled generated tokens only up to
     # how per-prompt totals differ between the options (reported as ``generated``).
     cost_matched = False
@@ -562,6 +564,22 @@ class PairWidth(ChoiceRow):
 
     key, label, group, unbiased = "pair_width", "PAIR, width from history", "practical", True
     options = ("grpo_small", *PREFIX_OPTIONS)
+
+
+@register_row
+class Default(ChoiceRow):
+    """What PAIR runs by default (``PairGRPOConfig()``: ``width="auto"``): per fold of
+    prompts, small-group GRPO, the difference estimator among prefixes for a uniform subset
+    (``pair_dr_narrow``) or for every candidate (``pair_dr``),
+    :data:`~pairht.audit.width.DEFAULT_OPTIONS`, whichever history (the other folds) puts
+    lowest, a prefix option only when confidently below GRPO
+    (:data:`~pairht.audit.width.DEFAULT_CONFIDENCE`). The trainer makes the same choice with
+    :func:`~pairht.audit.width.choose_option` from the full groups it audits.
+    """
+
+    key, label, group, unbiased = "default", "PAIR's default (width from history)", "paper", True
+    options = DEFAULT_OPTIONS
+    confidence = DEFAULT_CONFIDENCE
 
 
 @register_row

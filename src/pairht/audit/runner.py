@@ -223,7 +223,8 @@ def _run_choice(row: ChoiceRow, done: dict[str, RowResult], pop: Population,
         res.status = f"failed: options {bad} have no exact per-prompt MSE"
         return res
     choice, mse = cross_fitted_choice({o.key: o.per_prompt["mse_exact"] for o in opts},
-                                      row.options, seed=cfg.seed)
+                                      row.options, seed=cfg.seed,
+                                      confidence=row.confidence)
     idx = np.arange(pop.n_prompts)
 
     def pick(name: str) -> np.ndarray:

@@ -84,6 +84,21 @@ NARROW_OPTIONS: tuple[str, ...] = ("pair_dr_narrow",)
 #: :func:`pairht.audit.width_advice`).
 PREFIX_OPTIONS: tuple[str, ...] = (*PREFIX_RULES, *NARROW_OPTIONS)
 
+#: What PAIR runs by default (the audit row ``default``; the TRL trainer's ``width="auto"``),
+#: in order of preference: small-group GRPO (``G'`` whole completions, no prefixes: the safe
+#: option, kept unless beaten), the difference estimator among prefixes for a uniform subset
+#: (``pair_dr_narrow``), the difference estimator with prefixes for all ``G`` (``pair_dr``).
+#: Why these: on every population measured, one of them is the best prefix option or within
+#: its interval (docs/audit.md, "PAIR's default"), and each added option costs the choice
+#: confidence (:func:`corrected_confidence`).
+DEFAULT_OPTIONS: tuple[str, ...] = ("grpo_small", "pair_dr_narrow", "pair_dr")
+
+#: One-sided bootstrap confidence the default asks of history before it leaves small-group
+#: GRPO (before the Bonferroni correction over its two challengers). Chosen on the tuning
+#: populations of docs/audit.md ("PAIR's default") as the lowest level that keeps the
+#: default at or below the best baseline there; the held-out populations test it.
+DEFAULT_CONFIDENCE = 0.75
+
 
 def prompt_folds(n_prompts: int, *, n_folds: int = N_FOLDS, seed: int = 0) -> np.ndarray:
     """Fold index of every prompt: a seeded permutation cut into ``min(n_folds, P)`` parts.
@@ -194,8 +209,6 @@ def cross_fitted_choice(mse: Mapping[str, np.ndarray], options: Sequence[str], *
         raise ValueError(f"mse must hold one finite (P,) array per option; shapes "
                          f"{[np.shape(mse[o]) for o in opts]}")
     P = table.shape[1]
-    # the best of len(opts) - 1 challengers is tested: the level is corrected for them
-    level = None if confidence is None else corrected_confidence(confidence, len(opts) - 1)
     folds = prompt_folds(P, n_folds=n_folds, seed=seed)
     choice = np.zeros(P, dtype=np.int64)
     gen = np.random.default_rng(np.random.SeedSequence([int(seed), 37]))
@@ -203,11 +216,56 @@ def cross_fitted_choice(mse: Mapping[str, np.ndarray], options: Sequence[str], *
         seen = np.flatnonzero(folds != f)
         if not seen.size:
             continue
-        # argmin returns the first minimum: ties go to the earlier option.
-        best = int(np.argmin(table[:, seen].mean(axis=1)))
-        if best and level is not None and not confidently_lower(
-                table[best][seen], table[0][seen], level, n_boot, gen):
-            best = 0
-        choice[folds == f] = best
+        choice[folds == f] = choose_option(table[:, seen], confidence, n_boot, gen)
     return choice, table[choice, np.arange(P)]
 
+
+def choose_option(seen: np.ndarray, confidence: float | None, n_boot: int,
+                  rng: np.random.Generator) -> int:
+    r"""The option history picks: the one rule shared by the audit's choice rows and the
+    trainer's ``width="auto"``.
+
+    ``seen[o, q]`` is option ``o``'s exact MSE on seen prompt ``q``; option 0 is the safe one.
+    The candidate is ``o* = argmin_o mean_q seen[o, q]`` (ties: the earlier option); with
+    ``confidence`` set, ``o* != 0`` is kept only if :func:`confidently_lower` than option 0
+    at the level corrected for the ``n_options - 1`` challengers
+    (:func:`corrected_confidence`), otherwise 0.
+
+    Parameters
+    ----------
+    seen : ndarray, shape (n_options, n_seen)
+        Per-prompt exact MSEs of the seen prompts, options in order of preference.
+    confidence : float in (0, 1) or None
+        None: the plain argmin.
+    n_boot : int
+        Bootstrap resamples of the seen prompts.
+    rng : numpy.random.Generator
+        Draws the bootstrap resamples.
+
+    Returns
+    -------
+    int
+        Index of the chosen option.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> seen = np.array([[1.0, 1.0, 1.0, 1.0], [0.5, 0.4, 0.6, 0.5]])
+    >>> choose_option(seen, 0.9, 200, np.random.default_rng(0))
+    1
+    >>> choose_option(np.array([[1.0, 1.0], [0.1, 5.0]]), None, 200, np.random.default_rng(0))
+    0
+    """
+    table = np.asarray(seen, dtype=np.float64)
+    if table.ndim != 2 or table.shape[0] < 2 or table.shape[1] < 1 \
+            or not np.all(np.isfinite(table)):
+        raise ValueError(f"seen must be a finite (n_options >= 2, n_seen >= 1) array; got "
+                         f"shape {table.shape}")
+    # argmin returns the first minimum: ties go to the earlier option.
+    best = int(np.argmin(table.mean(axis=1)))
+    if best and confidence is not None:
+        # the best of n_options - 1 challengers is tested: the level is corrected for them
+        level = corrected_confidence(confidence, table.shape[0] - 1)
+        if not confidently_lower(table[best], table[0], level, n_boot, rng):
+            best = 0
+    return best
