@@ -1,5 +1,7 @@
 # The two README commands: `make demo` (the main job) and `make test` (install everything, run
-# every test). Each does its own set-up in .venv on a fresh machine.
+# every test, build the sdist and wheel). Each does its own set-up in .venv on a fresh machine.
+# .venv installs under constraints-ci.txt, every version pinned: a fresh machine tests what CI
+# tested. `make check-latest` runs the core tests at the newest releases instead.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -18,8 +20,14 @@ VLLM_STAMP := $(VLLM_ENV)/.installed
 # PAIRHT_REQUIRE_VLLM=1 turns "vllm not installed" from a skip into a failure there.
 VLLM_RUN   := VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 PAIRHT_E2E_SHORT=1 \
               PAIRHT_REQUIRE_VLLM=1
+# A scratch environment with no constraints: the newest numpy/scipy/numba (and the rest) that
+# pyproject.toml's ranges allow, for `make check-latest`.
+LATEST := .venv-latest
+# The numeric core's tests (no torch, TRL or vLLM needed), in their fast form.
+CORE_TESTS := tests/designs tests/estimators tests/allocation tests/step tests/audit \
+              tests/comparators tests/test_calibration.py tests/test_package.py
 
-.PHONY: demo test test-core test-lower test-vllm lint bench bench-vllm docs clean
+.PHONY: demo test test-core test-lower test-vllm check-latest dist lint bench bench-vllm docs clean
 
 $(STAMP): pyproject.toml constraints-ci.txt
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +77,7 @@ test: $(STAMP)
 
 test-core: $(STAMP)
 	$(VENV)/bin/ruff check src adapters tests benchmarks examples
+	$(MAKE) --no-print-directory dist
 	$(VENV)/bin/mypy > .mypy.log 2>&1 & checker=$$!; \
 	PAIRHT_E2E_SHORT=1 $(PY) -m pytest -q -p no:cacheprovider --timeout=900 tests; suite=$$?; \
 	wait $$checker; typed=$$?; echo "== mypy"; cat .mypy.log; \
@@ -82,6 +91,34 @@ test-lower: $(LOWER_STAMP)
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_RUN) $(VLLM_ENV)/bin/python -m pytest -q -p no:cacheprovider --timeout=900 \
 		tests/vllm_engine tests/rollout
+
+# Whether the pins in constraints-ci.txt are still current: a fresh environment at the newest
+# releases pyproject.toml allows (rebuilt every time, so "newest" means today's), then the core
+# tests. No torch: none of these tests use it (the one that would skips). Not part of `make test`,
+# whose point is the pinned set; a failure here is a new release to pin or to fix for.
+check-latest:
+	rm -rf $(LATEST)
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install -q --upgrade pip
+	$(LATEST)/bin/python -m pip install -q -e '.[cli,verify,dev]'
+	$(LATEST)/bin/python -m pip list --format=freeze | grep -iE '^(numpy|scipy|numba|llvmlite)=='
+	$(LATEST)/bin/python -m pytest -q -p no:cacheprovider --timeout=900 -m "not slow" $(CORE_TESTS)
+
+# The sdist and the wheel, into dist/, with twine's check of their metadata (the PyPI README
+# rendering included) and of what the wheel must carry: the license text and every package's
+# py.typed marker. `make test` runs it, so a packaging mistake fails CI.
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
+	$(PY) -c "import glob, sys, zipfile; (whl,) = glob.glob('dist/*.whl'); \
+		names = zipfile.ZipFile(whl).namelist(); \
+		pkgs = ('pairht', 'pairht_trl', 'pairht_vllm', 'pairht_rollout', 'pairht_verifiers', \
+		        'pairht_demo'); \
+		missing = [p + '/py.typed' for p in pkgs if p + '/py.typed' not in names]; \
+		missing += [] if any(n.endswith('.dist-info/licenses/LICENSE') for n in names) \
+			else ['*.dist-info/licenses/LICENSE']; \
+		sys.exit(whl + ' lacks ' + ', '.join(missing) if missing else 0)"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src adapters tests benchmarks examples
@@ -100,4 +137,5 @@ docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) $(LOWER) $(VLLM_ENV) build *.egg-info src/*.egg-info adapters/*.egg-info
+	rm -rf $(VENV) $(LOWER) $(VLLM_ENV) $(LATEST) build dist *.egg-info src/*.egg-info \
+		adapters/*.egg-info

@@ -1,10 +1,21 @@
-"""The estimator core is torch-free: ``pip install pairht`` users never pay for torch."""
+"""What the distribution is: a torch-free estimator core (a core install, ``pip install .``, never
+pays for torch), and the packaging a published wheel needs (license, type markers)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli backport
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CORE_MODULES = (
     "pairht",
@@ -48,3 +59,33 @@ def test_top_level_names_resolve_to_their_single_implementation():
             step if name in {"plan_continuations", "StepInputs", "ContinuationPlan"}
             else estimators)
         assert obj is getattr(home, name), name
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def test_the_license_is_an_spdx_expression_with_the_full_apache_text_shipped():
+    project = _pyproject()["project"]
+    assert project["license"] == "Apache-2.0"
+    assert project["license-files"] == ["LICENSE"]
+    # setuptools refuses a License classifier next to an SPDX expression
+    assert not [c for c in project["classifiers"] if c.startswith("License ::")]
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.lstrip().startswith("Apache License")
+    assert "Version 2.0, January 2004" in text
+    # the whole text, not a pointer to it: the last section and the end of the terms
+    assert "9. Accepting Warranty or Additional Liability." in text
+    assert "END OF TERMS AND CONDITIONS" in text
+
+
+def test_every_top_level_package_is_shipped_with_a_py_typed_marker():
+    cfg = _pyproject()["tool"]["setuptools"]
+    # the package directories on disk are the ones the wheel's package search includes ...
+    dirs = {d.name: d for base in ("src", "adapters") for d in (ROOT / base).iterdir()
+            if (d / "__init__.py").is_file()}
+    include = {name.rstrip("*") for name in cfg["packages"]["find"]["include"]}
+    assert set(dirs) == include
+    # ... each holds the PEP 561 marker, and package data carries it into the wheel
+    assert not [name for name, d in dirs.items() if not (d / "py.typed").is_file()]
+    assert "py.typed" in cfg["package-data"]["*"]

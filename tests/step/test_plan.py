@@ -149,7 +149,10 @@ def test_skill_zero_reduces_pair_to_uniform_among_unfinished():
     zero = {"skill_success": 0.0, "skill_cost": 0.0}
     bern = plan_continuations(inputs, allocator="pair", size=None, rng=0, **zero)
     uniform = plan_continuations(inputs, allocator="uniform", rng=0)
-    np.testing.assert_array_equal(bern.pi, uniform.pi)
+    # Same value by different arithmetic: skill 0 rescales the budget to the shrunk costs'
+    # sum (budget / full * full') and PAIR's closed form divides by a sum of k equal costs
+    # taken in another order than uniform's: a few ulps apart on about half of all inputs.
+    np.testing.assert_allclose(bern.pi, uniform.pi, rtol=1e-12, atol=0)
     # Fixed size (the default): exactly SRSWOR of the two neighbouring sizes, n/k and (n+1)/k.
     pair = plan_continuations(inputs, allocator="pair", rng=0, **zero)
     srswor = plan_continuations(inputs, allocator="srswor", rng=0)
