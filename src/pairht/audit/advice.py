@@ -87,7 +87,8 @@ class WidthAdvice:
 def width_advice(population: Population | Sequence[Population], budget_ratio: float = 0.5, *,
                  pi_min: float = 0.08, seed: int = 0,
                  options: Sequence[str] = PREFIX_OPTIONS,
-                 confidence: float | None = CONFIDENCE) -> WidthAdvice:
+                 confidence: float | None = CONFIDENCE,
+                 max_ratio: float = 1.0) -> WidthAdvice:
     r"""Do the prefixes pay on ``population``? PAIR against small-group GRPO, exactly.
 
     Runs the audit's prefix options ``options`` (default
@@ -98,10 +99,11 @@ def width_advice(population: Population | Sequence[Population], budget_ratio: fl
     audits so far); takes the prefix rule with the lower mean exact MSE and reports its ratio
     to GRPO with a bootstrap interval over prompts. The verdict is
     :func:`pairht.audit.width.choose_option` over ``("grpo_small", *options)`` at
-    ``confidence`` (a prefix rule only when confidently better than GRPO): ``pair_width``'s
-    rule with the defaults, PAIR's default (``width="auto"``) with
-    :data:`~pairht.audit.width.DEFAULT_OPTIONS` and
-    :data:`~pairht.audit.width.DEFAULT_CONFIDENCE`. A population from the live policy (the
+    ``confidence`` and ``max_ratio`` (a prefix rule only when confidently better than GRPO,
+    by the margin): ``pair_width``'s rule with the defaults, PAIR's default
+    (``width="auto"``) with :data:`~pairht.audit.width.DEFAULT_OPTIONS`,
+    :data:`~pairht.audit.width.DEFAULT_CONFIDENCE` and
+    :data:`~pairht.audit.width.DEFAULT_MAX_RATIO`. A population from the live policy (the
     TRL adapter's ``AuditCallback``) is the history a width choice reads.
 
     ``group_size`` and ``prefix_width`` are the last population's (the newest audit's).
@@ -139,7 +141,8 @@ def width_advice(population: Population | Sequence[Population], budget_ratio: fl
     # A population without reward contrast has MSE 0 for every option (ratio NaN): no
     # verdict. A prefix rule only when it is confidently better (choose_option).
     picked = keys[choose_option(np.stack([mse[k] for k in keys]), confidence, N_BOOT,
-                                np.random.default_rng(np.random.SeedSequence([int(seed), 37])))]
+                                np.random.default_rng(np.random.SeedSequence([int(seed), 37])),
+                                max_ratio=max_ratio)]
     grpo, last = results[-1].row("grpo_small"), results[-1].row(best)
     return WidthAdvice(choice="none" if not np.isfinite(ratio) else picked, ratio=ratio,
                        low=float(low), high=float(high),

@@ -8,7 +8,8 @@ pools their prompts, and picks with :func:`pairht.audit.width.choose_option` amo
 
 * ``"grpo_small"`` -- no prefixes, ``G'`` whole completions per prompt (small-group GRPO at
   the same generated tokens): kept unless history says, with
-  :data:`~pairht.audit.width.DEFAULT_CONFIDENCE`, that a prefix option is better;
+  :data:`~pairht.audit.width.DEFAULT_CONFIDENCE`, that a prefix option is better by the
+  margin :data:`~pairht.audit.width.DEFAULT_MAX_RATIO`;
 * ``"pair_dr_narrow"`` -- prefixes for a uniform subset of ``w`` candidates, the difference
   estimator among them;
 * ``"pair_dr"`` -- prefixes for all ``G``, the difference estimator.
@@ -31,7 +32,12 @@ from dataclasses import dataclass
 
 from pairht.audit.advice import WidthAdvice, narrow_rule, width_advice
 from pairht.audit.population import Population
-from pairht.audit.width import DEFAULT_CONFIDENCE, DEFAULT_OPTIONS, NARROW_OPTIONS
+from pairht.audit.width import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_MAX_RATIO,
+    DEFAULT_OPTIONS,
+    NARROW_OPTIONS,
+)
 
 __all__ = ["AutoWidth", "WidthDecision", "decision_for"]
 
@@ -104,9 +110,10 @@ class AutoWidth:
     options : sequence of str
         In order of preference, the first kept unless beaten (default
         :data:`~pairht.audit.width.DEFAULT_OPTIONS`).
-    confidence : float or None
+    confidence, max_ratio : float or None, float
         :func:`~pairht.audit.width.choose_option`'s (default
-        :data:`~pairht.audit.width.DEFAULT_CONFIDENCE`).
+        :data:`~pairht.audit.width.DEFAULT_CONFIDENCE`,
+        :data:`~pairht.audit.width.DEFAULT_MAX_RATIO`).
     history : int
         Audits pooled (the newest ones).
 
@@ -122,7 +129,7 @@ class AutoWidth:
     def __init__(self, budget_ratio: float, group_size: int, *, pi_min: float = 0.08,
                  options: Sequence[str] = DEFAULT_OPTIONS,
                  confidence: float | None = DEFAULT_CONFIDENCE,
-                 history: int = HISTORY) -> None:
+                 max_ratio: float = DEFAULT_MAX_RATIO, history: int = HISTORY) -> None:
         opts = tuple(options)
         if len(opts) < 2 or opts[0] != "grpo_small":
             raise ValueError(f"options must start with 'grpo_small' (the safe option) and name "
@@ -135,6 +142,7 @@ class AutoWidth:
         self.pi_min = float(pi_min)
         self.options = opts
         self.confidence = confidence
+        self.max_ratio = float(max_ratio)
         self.audits: deque[Population] = deque(maxlen=history)
 
     def observe(self, population: Population, *, seed: int = 0) -> WidthDecision:
@@ -145,5 +153,6 @@ class AutoWidth:
                              f"prompt; this run has group_size = {self.group_size}")
         self.audits.append(population)
         adv = width_advice(list(self.audits), self.budget_ratio, pi_min=self.pi_min,
-                           seed=seed, options=self.options[1:], confidence=self.confidence)
+                           seed=seed, options=self.options[1:], confidence=self.confidence,
+                           max_ratio=self.max_ratio)
         return decision_for(adv, self.group_size)

@@ -80,7 +80,13 @@ from pairht.audit.two_stage import (
     plan_two_stage,
     whole_group_ratio,
 )
-from pairht.audit.width import CONFIDENCE, DEFAULT_CONFIDENCE, DEFAULT_OPTIONS, PREFIX_OPTIONS
+from pairht.audit.width import (
+    CONFIDENCE,
+    DEFAULT_CONFIDENCE,
+    DEFAULT_MAX_RATIO,
+    DEFAULT_OPTIONS,
+    PREFIX_OPTIONS,
+)
 from pairht.designs import Bernoulli, MixedSize, make_design
 from pairht.step import group_design
 from pairht.step.embedding import below_fixed_size, fixed_base
@@ -537,6 +543,8 @@ class ChoiceRow(AuditRow):
     options: ClassVar[tuple[str, ...]] = ()
     #: :func:`~pairht.audit.width.cross_fitted_choice`'s ``confidence`` (None: the argmin).
     confidence: ClassVar[float | None] = CONFIDENCE
+    #: :func:`~pairht.audit.width.choose_option`'s margin (1: none).
+    max_ratio: ClassVar[float] = 1.0
     # Its options are cost-matched; the choice spends their pooled generated tokens only up to
     # how per-prompt totals differ between the options (reported as ``generated``).
     cost_matched = False
@@ -573,13 +581,15 @@ class Default(ChoiceRow):
     (``pair_dr_narrow``) or for every candidate (``pair_dr``),
     :data:`~pairht.audit.width.DEFAULT_OPTIONS`, whichever history (the other folds) puts
     lowest, a prefix option only when confidently below GRPO
-    (:data:`~pairht.audit.width.DEFAULT_CONFIDENCE`). The trainer makes the same choice with
+    (:data:`~pairht.audit.width.DEFAULT_CONFIDENCE`) by a margin
+    (:data:`~pairht.audit.width.DEFAULT_MAX_RATIO`). The trainer makes the same choice with
     :func:`~pairht.audit.width.choose_option` from the full groups it audits.
     """
 
     key, label, group, unbiased = "default", "PAIR's default (width from history)", "paper", True
     options = DEFAULT_OPTIONS
     confidence = DEFAULT_CONFIDENCE
+    max_ratio = DEFAULT_MAX_RATIO
 
 
 @register_row

@@ -224,7 +224,7 @@ def _run_choice(row: ChoiceRow, done: dict[str, RowResult], pop: Population,
         return res
     choice, mse = cross_fitted_choice({o.key: o.per_prompt["mse_exact"] for o in opts},
                                       row.options, seed=cfg.seed,
-                                      confidence=row.confidence)
+                                      confidence=row.confidence, max_ratio=row.max_ratio)
     idx = np.arange(pop.n_prompts)
 
     def pick(name: str) -> np.ndarray:
