@@ -45,14 +45,14 @@ def test_vip_min_rollouts_is_the_exact_optimum_over_the_raised_floor():
     """Brute force over every allocation with k_b >= min(U_b, 2) and sum k = N."""
     p = np.array([0.5, 0.9, 0.2])
     F, U, N = np.array([2, 0, 1]), np.array([3, 4, 3]), 7
-    k = vip_group_sizes(p, F, U, N, min_rollouts=2)
+    k = vip_group_sizes(p, F, U, N, min_rollouts=2)  # the default variance shape, RLOO's
     w = p * (1 - p)
     best, arg = np.inf, None
     for a in range(2, 4):
         for b in range(2, 5):
             c = N - a - b
             if 2 <= c <= 3:
-                v = (w / (F + np.array([a, b, c]))).sum()
+                v = (w / (F + np.array([a, b, c]) - 1.0)).sum()
                 if v < best - 1e-15:
                     best, arg = v, [a, b, c]
     assert k.tolist() == arg

@@ -88,7 +88,7 @@ class VIPAllocator:
     (:mod:`pairht.comparators.vip`: what is the paper's and what is our reconstruction).
 
     Options: ``rollout_budget`` (int; default from the token budget), ``model``
-    (``"inverse"``, ``"rloo"``, ``"dr_grpo"``), ``min_group`` (2, finished
+    (``"rloo"``, the default, ``"dr_grpo"`` or ``"inverse"``), ``min_group`` (2, finished
     candidates counted), ``min_rollouts`` (0; 1 or more makes every pair positive, see the
     module doc), ``signal_var``, ``lengthscale``. Needs ``inputs.history`` (``successes``,
     ``trials``, optional ``features``).
@@ -97,7 +97,7 @@ class VIPAllocator:
     name = "vip"
 
     def pi(self, inputs: StepInputsLike, *, rollout_budget: int | None = None,
-           model: str = "inverse", min_group: int = 2, min_rollouts: int = 0,
+           model: str = "rloo", min_group: int = 2, min_rollouts: int = 0,
            signal_var: float = 1.0,
            lengthscale: float | None = None, pi_min: float = 0.08, size: Any = None,
            proxy: str = "disagreement", covariance_term: bool = True,
