@@ -6,7 +6,8 @@ unbiased estimate of the full-batch one, and Dense Prompt Packing raises the tok
 of what is kept. This project's reading: the pruning uses the rewards' advantages, so DPPO
 samples and scores every completion (no generation is saved) and prunes low-advantage
 prompts and completions *before the backward pass*. The paper's method section was not
-available to us; the eligibility rule (quantiles of ``|A|``) and the default rates are ours.
+available to us in full; the eligibility rule (quantiles of ``|A|``) and the default rates
+are ours.
 Implemented here as a two-stage Poisson design with known inclusion probabilities,
 conditional on the rewards:
 

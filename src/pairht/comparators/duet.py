@@ -5,7 +5,7 @@ token budget, a lightweight pre-rollout surrogate of prompt informativeness that
 many rollouts each prompt receives, and a marker-gated abort rule with importance
 reweighting that sets when to stop them (answer markers such as ``\boxed{}`` or a closing
 code fence; default keep probability 0.05). The paper's method section was not available to
-us. Ours: the surrogate ``pbar (1 - pbar)``, rollouts proportional to it with
+us in full. Ours: the surrogate ``pbar (1 - pbar)``, rollouts proportional to it with
 largest-remainder rounding and the ``min_group`` floor, and the abort written as an exact
 second-phase design. The registered allocator ``"duet"`` is lever 1 only; lever 2 is
 :func:`abort_design` / :func:`abort_sample`, applied by the caller to a realised plan (the

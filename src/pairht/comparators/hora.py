@@ -4,7 +4,7 @@ From the paper (as its abstract states it): a learning-free rule that allocates 
 rollouts to maximise the total posterior *hit utility* of the batch, the posterior
 probability that at least one of a prompt's additional rollouts is correct, under a uniform
 prior, leaving the advantage estimator unchanged. The paper's method section was not
-available to us. Ours: the closed form below (it follows from the definition under the
+available to us in full. Ours: the closed form below (it follows from the definition under the
 Beta posterior), the exact greedy solver, no per-prompt minimum by default (the abstract
 states none; ``min_rollouts`` adds one) and ties to the lower prompt index.
 
