@@ -23,8 +23,19 @@ def test_variance_shapes_match_the_paper_formulas():
 def test_square_root_rule_worked_example_inverse_model():
     # min w1/n1 + w2/n2, n1 + n2 = 16  ->  n_b = 16 sqrt(w_b) / sum sqrt(w): sqrt(.25)=.5,
     # sqrt(.09)=.3 -> 10 and 6 (integers, so the continuous optimum is the integer optimum)
-    k = vip_group_sizes([0.5, 0.1], [0, 0], [16, 16], 16)
+    k = vip_group_sizes([0.5, 0.1], [0, 0], [16, 16], 16, model="inverse")
     assert k.tolist() == [10, 6]
+
+
+def test_the_default_variance_shape_is_rloos():
+    """RLOO's 1/(n-1), the shape of the trainer's pair-HT gradient on a uniform group (module
+    doc). w = p(1-p) = 0.25 and 0.01, 12 rollouts: 1/(n-1) gives (9, 3) (0.25/8 + 0.01/2 =
+    0.03625 against 0.25/9 + 0.01/1 = 0.0378 for (10, 2)); 1/n gives (10, 2)."""
+    p = [0.5, (1.0 - np.sqrt(0.96)) / 2.0]  # p (1 - p) = 0.01
+    assert vip_group_sizes(p, [0, 0], [12, 12], 12).tolist() == [9, 3]
+    assert vip_group_sizes(p, [0, 0], [12, 12], 12, model="rloo").tolist() == [9, 3]
+    assert vip_group_sizes(p, [0, 0], [12, 12], 12, model="inverse").tolist() == [10, 2]
+    np.testing.assert_array_equal(variance_shape([2.0, 5.0]), [1.0, 0.25])
 
 
 @pytest.mark.parametrize("model", ["inverse", "rloo", "dr_grpo"])

@@ -10,6 +10,14 @@ expressed over the ``G`` candidates as simple random sampling without replacemen
 
 finished candidates in with probability 1 (their joint with ``j`` is ``pi_j``). ``k_b = U_b``
 gives ``pi = 1`` and ``k_b = 0`` gives ``pi = 0`` (deterministic cases).
+
+Below two continuations the design is Bernoulli instead (:func:`prompt_joint`,
+:func:`prompt_sample`): ``k_b = 1`` of ``U_b >= 2`` is each unfinished candidate continued
+independently with ``pi_i = 1 / U_b`` (one continuation in expectation, ``rho_ij = 1/U_b^2``),
+the rule ``pairht.step`` applies to every fixed-size design below an expected size of two.
+SRSWOR of one would never observe a pair of unfinished candidates (``rho_ij = 0``) and the
+pair-HT estimator would be biased. ``k_b = 0`` with ``U_b >= 1`` has no unbiased design: the
+pairs of an unfinished candidate are never observed.
 """
 
 from __future__ import annotations
@@ -157,6 +165,48 @@ def srswor_joint(k: np.ndarray, finished: np.ndarray) -> np.ndarray:
     diag = np.arange(G)
     joint[:, diag, diag] = pi
     return joint
+
+
+def prompt_joint(k: np.ndarray, finished: np.ndarray) -> np.ndarray:
+    r"""``(B, G, G)`` exact ``rho_ij`` of the design that continues ``k_b`` unfinished
+    candidates (module doc): SRSWOR (:func:`srswor_joint`) for ``k_b >= 2`` or ``k_b = U_b``;
+    for ``k_b = 1 < U_b`` independent Bernoulli(``1 / U_b``), ``rho_ij = 1 / U_b^2`` between
+    two unfinished candidates. The marginals are :func:`srswor_pi` in every case.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> fin = np.array([[True, False, False, False]])
+    >>> prompt_joint(np.array([1]), fin)[0, 1:, 1:].round(4).tolist()  # Bernoulli(1/3)
+    [[0.3333, 0.1111, 0.1111], [0.1111, 0.3333, 0.1111], [0.1111, 0.1111, 0.3333]]
+    >>> prompt_joint(np.array([2]), fin)[0, 1, 2].round(4)   # SRSWOR of 2 of 3: 2*1/(3*2)
+    np.float64(0.3333)
+    """
+    joint = srswor_joint(k, finished)
+    U = (~finished).sum(axis=1)
+    low = (k == 1) & (U >= 2)
+    if low.any():
+        unf = ~finished[low]
+        both = unf[:, :, None] & unf[:, None, :]
+        q = 1.0 / U[low].astype(float)
+        G = finished.shape[1]
+        off = both & ~np.eye(G, dtype=bool)[None]
+        joint[low] = np.where(off, (q * q)[:, None, None], joint[low])
+    return joint
+
+
+def prompt_sample(k: np.ndarray, finished: np.ndarray, rng: RNGLike = None) -> np.ndarray:
+    """Draw the ``(B, G)`` mask of the design of :func:`prompt_joint`: all finished, plus
+    ``k_b`` unfinished by SRSWOR, or each unfinished with probability ``1 / U_b`` where
+    ``k_b = 1 < U_b``."""
+    gen = as_generator(rng)
+    U = (~finished).sum(axis=1)
+    low = (np.asarray(k) == 1) & (U >= 2)
+    mask = srswor_sample(np.where(low, 0, k), finished, gen)
+    for b in np.flatnonzero(low):
+        unf = ~finished[b]
+        mask[b, unf] = gen.random(int(U[b])) < 1.0 / U[b]
+    return mask
 
 
 def srswor_sample(k: np.ndarray, finished: np.ndarray, rng: RNGLike = None) -> np.ndarray:

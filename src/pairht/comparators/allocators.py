@@ -10,13 +10,25 @@ reads this table on its first lookup (this module never imports ``pairht.step``)
 What each estimator is unbiased for (``G``-candidate complete pair target ``g_pair`` of each
 group; see ``docs/comparators.md``):
 
-* ``vip``, ``hora``, ``duet`` - SRSWOR of ``k_b`` of the ``U_b`` unfinished candidates (use
-  ``design="conditional_poisson"`` in the step, which with equal ``pi`` *is* SRSWOR, or
-  :func:`comparator_plan`): the pair-HT estimator is exactly unbiased for ``g_pair`` iff every
-  ``rho_ij > 0``, i.e. ``k_b >= min(2, U_b)`` (VIP and DUET enforce it by default; HORA's
-  paper rule allows ``k_b = 0``, reported as ``info["all_pairs_positive"]``).
-* ``dppo`` - no generation saved (``pi = 1``); its pruning after rewards
-  (:mod:`pairht.comparators.dppo`) is unbiased for the full-batch gradient.
+* ``vip``, ``hora``, ``duet`` - ``k_b`` of the ``U_b`` unfinished candidates continued:
+  SRSWOR for ``k_b >= 2``, each with probability ``1 / U_b`` (Bernoulli) for
+  ``k_b = 1 < U_b`` (:func:`~pairht.comparators._inputs.prompt_joint`). The step draws this
+  design from ``info["design"] = "srswor"`` (its alias of conditional Poisson, which with
+  equal ``pi`` *is* SRSWOR and below an expected size of two is drawn Bernoulli);
+  :func:`comparator_plan` draws it directly. The pair-HT estimator is exactly unbiased for a
+  group's ``g_pair`` iff every ``rho_ij > 0``, i.e. ``k_b >= 1`` wherever ``U_b >= 1``
+  (``info["all_pairs_positive"]``). ``k_b = 0`` with ``U_b >= 1`` never observes a pair with
+  an unfinished candidate, and that group's estimate is biased. Every rule can give it. Its
+  per-prompt minimum is 0 for HORA; for VIP and DUET ``min_group`` (2) counts the finished
+  candidates, so the minimum is ``min(2, U_b)`` without finished candidates, 1 with one and 0
+  with two or more. A prompt at minimum 0 gets ``k_b = 0`` when the rollout budget goes
+  elsewhere (a budget of 0 rollouts, the default conversion of a small token budget, or a
+  prompt the rule ranks last); a budget below the minimums is refused (``ValueError``).
+  ``min_rollouts = m >= 1`` raises every minimum to ``min(m, U_b)``: every pair is then
+  positive, or the rollout budget is refused.
+* ``dppo`` - ``pi = 1`` at plan time (this project reads DPPO as saving backward compute
+  only, not generation); its pruning after rewards (:mod:`pairht.comparators.dppo`) is
+  unbiased for the full-batch gradient.
 * ``pair_joint`` - Bernoulli design at the two-level PAIR allocation: exactly unbiased for
   ``g_pair`` (``pi >= pi_min``).
 """
@@ -31,12 +43,12 @@ import numpy as np
 from pairht._validation import RNGLike, as_generator
 from pairht.comparators._inputs import (
     StepInputsLike,
+    prompt_joint,
+    prompt_sample,
     read_batch,
     read_history,
     rollout_budget,
-    srswor_joint,
     srswor_pi,
-    srswor_sample,
 )
 from pairht.comparators.duet import informativeness, proportional_counts
 from pairht.comparators.gp import gp_success_probability
@@ -66,25 +78,26 @@ def _prompt_info(batch: Any, k: np.ndarray, **extra: Any) -> dict[str, Any]:
     B = k.shape[0]
     return {"status": np.where(U == 0, "all_finished", "optimal"),
             "converged": np.ones(B, dtype=bool), "k": k,
-            "joint": srswor_joint(k, finished), "design": "srswor",
+            "joint": prompt_joint(k, finished), "design": "srswor",
             "unspent_budget": _unspent(batch, srswor_pi(k, finished)),
-            "all_pairs_positive": k >= np.minimum(2, U), **extra}
+            "all_pairs_positive": k >= np.minimum(1, U), **extra}
 
 
 class VIPAllocator:
-    """VIP (arXiv 2602.01601): GP success prediction + exact variance-minimising group sizes.
+    """VIP (arXiv 2602.01601): GP success prediction + exact variance-minimising group sizes
+    (:mod:`pairht.comparators.vip`: what is the paper's and what is our reconstruction).
 
     Options: ``rollout_budget`` (int; default from the token budget), ``model``
-    (``"inverse"``, ``"rloo"``, ``"dr_grpo"``), ``min_group`` (2), ``min_rollouts`` (0; 2 for
-    pair positivity when finished candidates fill the minimum group), ``signal_var``,
-    ``lengthscale``. Needs ``inputs.history`` (``successes``, ``trials``, optional
-    ``features``).
+    (``"rloo"``, the default, ``"dr_grpo"`` or ``"inverse"``), ``min_group`` (2, finished
+    candidates counted), ``min_rollouts`` (0; 1 or more makes every pair positive, see the
+    module doc), ``signal_var``, ``lengthscale``. Needs ``inputs.history`` (``successes``,
+    ``trials``, optional ``features``).
     """
 
     name = "vip"
 
     def pi(self, inputs: StepInputsLike, *, rollout_budget: int | None = None,
-           model: str = "inverse", min_group: int = 2, min_rollouts: int = 0,
+           model: str = "rloo", min_group: int = 2, min_rollouts: int = 0,
            signal_var: float = 1.0,
            lengthscale: float | None = None, pi_min: float = 0.08, size: Any = None,
            proxy: str = "disagreement", covariance_term: bool = True,
@@ -101,10 +114,12 @@ class VIPAllocator:
 
 
 class HORAAllocator:
-    """HORA (arXiv 2605.07114): exact maximiser of total posterior hit utility.
+    """HORA (arXiv 2605.07114): exact maximiser of total posterior hit utility
+    (:mod:`pairht.comparators.hora`).
 
-    Options: ``rollout_budget``, ``min_rollouts`` (0, the paper's rule; 2 for pair
-    positivity). Needs ``inputs.history``.
+    Options: ``rollout_budget``, ``min_rollouts`` (0: no per-prompt minimum, our reading of
+    the paper's abstract, which allocates *additional* rollouts and states no minimum; 1 or
+    more makes every pair positive, see the module doc). Needs ``inputs.history``.
     """
 
     name = "hora"
@@ -126,13 +141,17 @@ class HORAAllocator:
 
 
 class DUETAllocator:
-    """DUET (arXiv 2605.08441), phase 1: rollouts proportional to the surrogate ``pbar(1-pbar)``.
+    """DUET (arXiv 2605.08441), phase 1 only: rollouts proportional to the surrogate
+    ``pbar(1-pbar)`` (:mod:`pairht.comparators.duet`; the surrogate and the proportional rule
+    are our reconstruction).
 
     Options: ``rollout_budget``, ``min_group`` (2: each group, finished candidates included,
-    has at least two members where it can), ``min_rollouts`` (0; 2 for pair positivity).
-    Uses ``inputs.history`` when present,
-    else the mean ``p_hat`` of each group. The marker-gated abort (phase 2) is
-    :func:`duet_abort` on the realised plan.
+    has at least two members where it can), ``min_rollouts`` (0; 1 or more makes every pair
+    positive, see the module doc). Uses ``inputs.history`` when present, else the mean
+    ``p_hat`` of each group. DUET's second lever, the marker-gated abort, is not part of this
+    allocator (nor of the step, the trainer or the audit): apply
+    :func:`~pairht.comparators.duet.abort_design` and
+    :func:`~pairht.comparators.duet.abort_sample` to a realised plan.
     """
 
     name = "duet"
@@ -163,7 +182,9 @@ class DUETAllocator:
 
 class DPPOAllocator:
     """DPPO (arXiv 2603.04135): every candidate is completed (``pi = 1``); pruning happens
-    after rewards, with :func:`~pairht.comparators.dppo.dppo_keep_probabilities`."""
+    after rewards, with :func:`~pairht.comparators.dppo.dppo_keep_probabilities`. That DPPO
+    generates every completion is this project's reading of the paper's abstract (it prunes
+    with rescaling to speed up training; the pruning rule uses the rewards' advantages)."""
 
     name = "dppo"
 
@@ -230,7 +251,12 @@ class ComparatorPlan:
 
 def comparator_plan(inputs: StepInputsLike, name: str, rng: RNGLike = None,
                     **options: Any) -> ComparatorPlan:
-    """Run comparator ``name`` and draw from its own design (SRSWOR, Bernoulli or full).
+    """Run comparator ``name`` and draw from its own design, the one ``pairht.step`` draws
+    for it: for ``vip``, ``hora`` and ``duet`` ``k_b`` unfinished candidates by SRSWOR, or
+    each with probability ``1 / U_b`` where ``k_b = 1 < U_b`` (module doc); Bernoulli at ``pi``
+    for ``pair_joint``; every candidate for ``dppo``. ``joint`` is that design's exact
+    ``rho`` (``info["joint"]``); it has zeros, and the pair-HT estimate of the group is
+    biased, exactly where ``info["all_pairs_positive"]`` is False (``k_b = 0 < U_b``).
 
     Examples
     --------
@@ -250,7 +276,7 @@ def comparator_plan(inputs: StepInputsLike, name: str, rng: RNGLike = None,
     fin = np.asarray(inputs.finished, dtype=bool)
     gen = as_generator(rng)
     if info["design"] == "srswor":
-        selected = srswor_sample(info["k"], fin, gen)
+        selected = prompt_sample(info["k"], fin, gen)
     elif info["design"] == "bernoulli":
         selected = fin | (gen.random(pi.shape) < pi)
     else:

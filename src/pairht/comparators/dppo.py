@@ -1,9 +1,15 @@
 r"""DPPO: unbiased dynamic pruning of prompts and completions (Zhu et al., 2026).
 
-arXiv 2603.04135. DPPO samples and scores every completion (no generation is saved), then
-prunes low-advantage prompts and completions *before the backward pass*, rescaling the kept
-ones by their inverse keep probabilities so the gradient stays unbiased. Implemented here as
-a two-stage Poisson design with known inclusion probabilities, conditional on the rewards:
+arXiv 2603.04135. From the paper (as its abstract states it): prompts and completions are
+pruned dynamically, with importance-sampling rescaling factors that keep the gradient an
+unbiased estimate of the full-batch one, and Dense Prompt Packing raises the token density
+of what is kept. This project's reading: the pruning uses the rewards' advantages, so DPPO
+samples and scores every completion (no generation is saved) and prunes low-advantage
+prompts and completions *before the backward pass*. The paper's method section was not
+available to us in full; the eligibility rule (quantiles of ``|A|``) and the default rates
+are ours.
+Implemented here as a two-stage Poisson design with known inclusion probabilities,
+conditional on the rewards:
 
 * prompt ``b`` is kept with probability ``q_b``: ``1 - prompt_rate`` if it is *eligible*
   (its mean ``|A_bi|`` is at or below the ``prompt_quantile`` of the batch), else 1;

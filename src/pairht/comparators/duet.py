@@ -1,6 +1,17 @@
 r"""DUET: dual-controlled token allocation (Hu et al., 2026, arXiv 2605.08441).
 
-Two levers under one shared token budget:
+From the paper (as its abstract and a summary of it state it): two levers under one shared
+token budget, a lightweight pre-rollout surrogate of prompt informativeness that sets how
+many rollouts each prompt receives, and a marker-gated abort rule with importance
+reweighting that sets when to stop them (answer markers such as ``\boxed{}`` or a closing
+code fence; default keep probability 0.05). The paper's method section was not available to
+us in full. Ours: the surrogate ``pbar (1 - pbar)``, rollouts proportional to it with
+largest-remainder rounding and the ``min_group`` floor, and the abort written as an exact
+second-phase design. The registered allocator ``"duet"`` is lever 1 only; lever 2 is
+:func:`abort_design` / :func:`abort_sample`, applied by the caller to a realised plan (the
+step, the trainer and the audit do not apply it).
+
+The two levers as implemented here:
 
 1. **How many rollouts per prompt.** A pre-rollout surrogate of prompt informativeness,
    ``u_b = pbar_b (1 - pbar_b)`` with ``pbar_b`` the Beta(1,1) posterior mean of the history
@@ -8,13 +19,15 @@ Two levers under one shared token budget:
    continuations: ``k_b`` proportional to ``u_b`` (largest-remainder rounding of
    ``N u_b / sum u``, capped at ``U_b`` and floored so that each group, finished candidates
    included, has ``min_group`` members where it can, the excess redistributed), then which
-   ``k_b`` of the ``U_b`` unfinished candidates by SRSWOR.
+   ``k_b`` of the ``U_b`` unfinished candidates by SRSWOR (each with probability ``1 / U_b``
+   at ``k_b = 1 < U_b``: :func:`pairht.comparators._inputs.prompt_joint`).
 2. **When to stop them.** A marker-gated abort: past an abort horizon, a rollout whose answer
    marker (``\boxed{}``, a closing code fence, ...) has appeared is kept; one without a
    marker is aborted, except with probability ``keep_prob`` (paper default 0.05) it runs to
    the end and is up-weighted by ``1 / keep_prob``.
 
-As a design: phase 1 SRSWOR (``pi1 = k/U``), phase 2 independent Bernoulli with
+As a design: phase 1 as above (``pi1 = k/U``, ``rho1`` of
+:func:`~pairht.comparators._inputs.prompt_joint`), phase 2 independent Bernoulli with
 ``kappa_i = 1`` (marker or finished) or ``keep_prob`` (no marker), given phase 1. The marker
 of a candidate is a property of its trajectory (fixed in the finite-population view), so
 
@@ -22,7 +35,8 @@ of a candidate is a property of its trajectory (fixed in the finite-population v
           \ (i \ne j),
 
 exactly. The point HT total ``sum_i J_i y_i / pi_i`` (DUET's reweighting) and the pair-HT
-estimator with this ``rho`` are unbiased for the complete-group targets.
+estimator with this ``rho`` are unbiased for the complete-group targets wherever every
+``pi_i > 0`` and ``rho_ij > 0`` (``keep_prob > 0`` and ``k_b >= 1`` when ``U_b >= 1``).
 """
 
 from __future__ import annotations

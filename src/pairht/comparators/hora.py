@@ -1,9 +1,16 @@
 r"""HORA: hit-utility optimal rollout allocation (Wang et al., 2026, arXiv 2605.07114).
 
-Learning-free. With a uniform Beta(1, 1) prior updated by a prompt's observed ``s_b``
+From the paper (as its abstract states it): a learning-free rule that allocates additional
+rollouts to maximise the total posterior *hit utility* of the batch, the posterior
+probability that at least one of a prompt's additional rollouts is correct, under a uniform
+prior, leaving the advantage estimator unchanged. The paper's method section was not
+available to us in full. Ours: the closed form below (it follows from the definition under the
+Beta posterior), the exact greedy solver, no per-prompt minimum by default (the abstract
+states none; ``min_rollouts`` adds one) and ties to the lower prompt index.
+
+With a uniform Beta(1, 1) prior updated by a prompt's observed ``s_b``
 successes in ``t_b`` trials, ``p_b ~ Beta(a_b, b_b)``, ``a_b = 1 + s_b``,
-``b_b = 1 + t_b - s_b``, the *hit utility* of ``k`` additional rollouts is the posterior
-probability that at least one of them is correct:
+``b_b = 1 + t_b - s_b``, the hit utility of ``k`` additional rollouts is
 
 .. math:: H_b(k) = 1 - \mathbb E[(1 - p_b)^k] = 1 - \frac{B(a_b, b_b + k)}{B(a_b, b_b)}
           = 1 - \prod_{j=0}^{k-1} \frac{b_b + j}{a_b + b_b + j}.
@@ -85,8 +92,9 @@ def hora_extra_rollouts(
     total : int
         Rollout budget ``N``.
     lower : (B,) int array_like, optional
-        Minimum rollouts per prompt (default 0, the paper's rule); ``pair_joint``-style
-        positivity needs ``min(2, U_b)``.
+        Minimum rollouts per prompt (default 0: none). Every pair of a prompt's candidates
+        has a positive joint inclusion probability in the comparators' design once
+        ``k_b >= min(1, U_b)`` (:mod:`pairht.comparators.allocators`).
 
     Returns
     -------

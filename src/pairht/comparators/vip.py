@@ -1,16 +1,25 @@
 r"""VIP: variance-informed predictive allocation of group sizes (Nguyen et al., 2026).
 
-arXiv 2602.01601. A GP predicts each prompt's success probability ``p_b`` from recent rollouts
-(:func:`~pairht.comparators.gp.gp_success_probability`); the group sizes ``n_b`` then solve
+arXiv 2602.01601. From the paper (as its abstract and summary state it): a Gaussian process
+predicts each prompt's success probability from its recent rollouts, and the group sizes
+minimise the predicted gradient variance under a rollout budget, with the variance of the
+Dr. GRPO and RLOO estimators as a function of ``p_b`` and the group size. The paper's method
+section was not available to us in full; this module is our reconstruction of it. The GP
+(:func:`~pairht.comparators.gp.gp_success_probability`: kernel, noise, features) and the
+exact integer solvers are ours. The group sizes ``n_b`` solve
 
 .. math:: \min_n \sum_b p_b (1 - p_b)\, f(n_b) \quad\text{s.t.}\quad \sum_b k_b \le N,\quad
           n_b = F_b + k_b,\ k_b^{\min} \le k_b \le U_b,
 
 with the per-prompt gradient variance shape ``f`` of the estimator:
 
-* ``"inverse"``: ``f(n) = 1/n`` (the ``p(1-p)/n`` model),
-* ``"rloo"``: ``f(n) = 1/(n-1)`` (RLOO: ``Var = 4 sigma^2 p(1-p)/(n-1)``),
-* ``"dr_grpo"``: ``f(n) = (n-1)/n^2`` (Dr.GRPO: ``Var = 4 sigma^2 p(1-p)(n-1)/n^2``);
+* ``"rloo"`` (default): ``f(n) = 1/(n-1)`` (RLOO: ``Var = 4 sigma^2 p(1-p)/(n-1)``). It is the
+  shape of the estimator ``pairht_trl`` trains with: on ``n`` completed candidates drawn
+  uniformly, the pair-HT gradient is ``(1/(n-1)) sum_i (r_i - rbar) s_i``, RLOO's, and the
+  trainer's default ``loss_type="dr_grpo"`` divides it by a constant;
+* ``"dr_grpo"``: ``f(n) = (n-1)/n^2`` (Dr. GRPO: ``Var = 4 sigma^2 p(1-p)(n-1)/n^2``);
+* ``"inverse"``: ``f(n) = 1/n`` (the plain ``p(1-p)/n`` model; ours, not one of the paper's
+  two);
 
 the score variance ``sigma^2`` is taken equal across prompts (it cancels from the program).
 ``F_b`` finished candidates are free and always in; ``k_b`` of the ``U_b`` unfinished are
@@ -33,10 +42,11 @@ VarianceModel = Literal["inverse", "rloo", "dr_grpo"]
 VARIANCE_MODELS: tuple[str, ...] = ("inverse", "rloo", "dr_grpo")
 
 
-def variance_shape(n: ArrayLike, model: VarianceModel = "inverse") -> np.ndarray:
+def variance_shape(n: ArrayLike, model: VarianceModel = "rloo") -> np.ndarray:
     r"""The group-size factor ``f(n)`` of a prompt's gradient variance (``n >= 1``).
 
-    ``1/n`` (inverse), ``1/(n-1)`` (rloo; ``inf`` at ``n = 1``), ``(n-1)/n^2`` (dr_grpo).
+    ``1/(n-1)`` (rloo, the default; ``inf`` at ``n = 1``), ``(n-1)/n^2`` (dr_grpo), ``1/n``
+    (inverse).
     ``n = 0`` (no rollout) gives ``inf``: the prompt contributes no estimate.
 
     Examples
@@ -63,7 +73,7 @@ def vip_group_sizes(
     n_unfinished: ArrayLike,
     total: int,
     *,
-    model: VarianceModel = "inverse",
+    model: VarianceModel = "rloo",
     min_group: int = 2,
     min_rollouts: int = 0,
 ) -> np.ndarray:
@@ -77,14 +87,15 @@ def vip_group_sizes(
         ``F_b`` (free, always in) and ``U_b`` (candidates that can be continued).
     total : int
         Continuations the batch may buy, ``N``.
-    model : {"inverse", "rloo", "dr_grpo"}
-        Variance shape ``f``.
+    model : {"rloo", "dr_grpo", "inverse"}
+        Variance shape ``f`` (module doc); ``"rloo"`` by default.
     min_group : int
         Minimum group size ``n_b = F_b + k_b`` (2: a group-relative advantage needs a pair);
         ``k_b^min = min(U_b, max(0, min_group - F_b))``.
     min_rollouts : int
-        Also ``k_b >= min(U_b, min_rollouts)`` (0: VIP's rule; 2: every pair of the group can
-        be observed, which the pair-HT estimator needs to be exactly unbiased).
+        Also ``k_b >= min(U_b, min_rollouts)`` (0: no minimum beyond ``min_group``; 1 or more:
+        every pair of the group can be observed, which the pair-HT estimator needs to be
+        exactly unbiased, see :mod:`pairht.comparators.allocators`).
 
     Returns
     -------

@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike
 
 from pairht._validation import RNGLike, as_generator
 from pairht.designs import Bernoulli, Design, MixedSize, Stratified
+from pairht.designs.mixed_size import _INTEGER_TOL as INTEGER_TOL
 from pairht.designs.mixed_size import BASE_KINDS
 from pairht.designs.registry import DESIGNS, step_design_kind
 
@@ -114,9 +115,17 @@ MIN_FIXED_SIZE = 2.0
 
 def below_fixed_size(pi_u: ArrayLike) -> bool:
     """Whether a fixed-size design over the unfinished candidates with marginals ``pi_u`` is
-    drawn Bernoulli instead: expected size ``sum(pi_u) < MIN_FIXED_SIZE`` (see
-    :func:`unfinished_design`; the audit's fixed-size rows apply the same rule)."""
-    return float(np.sum(pi_u)) < MIN_FIXED_SIZE
+    drawn Bernoulli instead: expected size ``sum(pi_u) < MIN_FIXED_SIZE`` by more than the
+    fixed-size designs' integer tolerance (1e-9: a sum within it of 2 *is* size 2 for them,
+    e.g. six candidates at ``pi = 1/3``, whose float sum is ``2 - 2.2e-16``). See
+    :func:`unfinished_design`; the audit's fixed-size rows apply the same rule.
+
+    Examples
+    --------
+    >>> below_fixed_size([1 / 3] * 6), below_fixed_size([0.3] * 6)
+    (False, True)
+    """
+    return float(np.sum(pi_u)) < MIN_FIXED_SIZE - INTEGER_TOL
 
 
 def unfinished_design(kind: str, pi_u: ArrayLike, rng: RNGLike = None,
@@ -127,7 +136,9 @@ def unfinished_design(kind: str, pi_u: ArrayLike, rng: RNGLike = None,
     ``"dependent_rounding"`` is its randomised-order mixture). A fixed-size kind takes its
     size over the unfinished candidates: it is built as :class:`~pairht.designs.MixedSize`
     with that base, which is the base design itself when ``sum(pi_u)`` is an integer and the
-    exact mixture of the two neighbouring sizes otherwise. Below an expected size of two
+    exact mixture of the two neighbouring sizes otherwise; ``"mixed_size"`` is that mixture
+    with the conditional Poisson base (:func:`fixed_base`) and follows the same rules. Below
+    an expected size of two
     (``sum(pi_u) < 2``) a fixed-size kind is drawn as Bernoulli with the same ``pi_u``: sizes
     0 and 1 never observe a pair of unfinished candidates (``rho_ij = 0``, so the pair-HT
     estimator would be biased), and sizes 1 and 2 observe one only in the rare size-2 draws;
@@ -144,11 +155,14 @@ def unfinished_design(kind: str, pi_u: ArrayLike, rng: RNGLike = None,
     ((2, 3), (0.5, 0.5))
     >>> unfinished_design("conditional_poisson", [0.5, 0.5, 0.5]).name  # expected size 1.5
     'bernoulli'
+    >>> unfinished_design("mixed_size", [0.4, 0.4]).name  # sizes 0 and 1 never see the pair
+    'bernoulli'
     """
     name = step_design_kind(kind)
     pi = np.asarray(pi_u, dtype=np.float64)
     cls = DESIGNS[name]
-    if pi.size == 1 or (cls.fixed_size and below_fixed_size(pi)):
+    # "mixed_size" is conditional Poisson's mixture (fixed_base): the same rule below two
+    if pi.size == 1 or (fixed_base(name) is not None and below_fixed_size(pi)):
         return Bernoulli(pi)
     if cls is Stratified:
         strat = Stratified(pi)

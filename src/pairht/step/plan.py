@@ -8,7 +8,14 @@ After phase 1 (prefixes), one call turns the batch's predictions into the design
     adv     = pairht.pair_advantages(rewards, plan.selected, plan.joint)
 
 Every probability in the plan exists before any reward does, which is what makes the
-pair Horvitz-Thompson estimator design-unbiased (PAIR paper, Theorem 2).
+pair Horvitz-Thompson estimator design-unbiased (PAIR paper, Theorem 2) for every group whose
+pairs all have ``rho_ij > 0``. The rules of this package keep every unfinished ``pi`` at or
+above ``pi_min`` and draw designs with every joint positive, with any design of the registry.
+The prompt-level comparators (``"vip"``, ``"hora"``, ``"duet"``) may continue no candidate
+of a prompt (``k_b = 0``, ``pi = 0``): that group's joints with its unfinished candidates
+are 0, its estimate is biased, and the plan says so (``info["all_pairs_positive"]`` False,
+``metrics["min_joint"] = 0``); their ``min_rollouts`` option prevents it
+(:mod:`pairht.comparators.allocators`).
 """
 
 from __future__ import annotations
