@@ -22,6 +22,7 @@ from pairht.audit import (
 )
 from pairht.audit.width import (
     DEFAULT_CONFIDENCE,
+    DEFAULT_MAX_RATIO,
     DEFAULT_OPTIONS,
     N_BOOT,
     choose_option,
@@ -37,7 +38,8 @@ def pop():
 def test_default_row_is_the_declared_choice():
     row = ROWS["default"]
     assert row.options == DEFAULT_OPTIONS and row.options[0] == "grpo_small"
-    assert row.confidence == DEFAULT_CONFIDENCE
+    assert row.confidence == DEFAULT_CONFIDENCE and row.max_ratio == DEFAULT_MAX_RATIO
+    assert ROWS["pair_width"].max_ratio == 1.0
     assert ROWS["pair_width"].confidence == width_mod.CONFIDENCE
 
 
@@ -46,7 +48,8 @@ def test_default_row_selects_the_cross_fitted_choice_at_its_confidence(pop):
                     config=AuditConfig(budget_ratio=0.5, seed=2))
     mse = {k: res.row(k).per_prompt["mse_exact"] for k in DEFAULT_OPTIONS}
     choice, chosen = cross_fitted_choice(mse, DEFAULT_OPTIONS, seed=2,
-                                         confidence=DEFAULT_CONFIDENCE)
+                                         confidence=DEFAULT_CONFIDENCE,
+                                         max_ratio=DEFAULT_MAX_RATIO)
     row = res.row("default")
     np.testing.assert_array_equal(row.per_prompt["choice"], choice)
     np.testing.assert_array_equal(row.per_prompt["mse_exact"], chosen)
@@ -70,6 +73,18 @@ def test_choose_option_is_argmin_then_confidence_brute_force():
             assert got == (best if np.quantile(ratio, level) < 1 else 0)
 
 
+def test_the_margin_keeps_the_first_option_unless_the_gain_reaches_it():
+    seen = np.array([[1.0] * 6, [0.9] * 6])  # a sure 10% gain
+    gen = np.random.default_rng(0)
+    assert choose_option(seen, 0.9, 100, gen, max_ratio=1.0) == 1
+    assert choose_option(seen, 0.9, 100, gen, max_ratio=0.9) == 1  # the margin is inclusive
+    assert choose_option(seen, 0.9, 100, gen, max_ratio=0.85) == 0
+    assert choose_option(seen, None, 100, gen, max_ratio=0.85) == 0
+    for bad in (0.0, 1.5, True):
+        with pytest.raises(ValueError, match="max_ratio must be a number in"):
+            choose_option(seen, 0.9, 100, gen, max_ratio=bad)
+
+
 def test_choose_option_refuses_bad_tables():
     with pytest.raises(ValueError, match="seen must be a finite"):
         choose_option(np.ones(4), 0.9, 10, np.random.default_rng(0))
@@ -79,22 +94,23 @@ def test_choose_option_refuses_bad_tables():
 
 def test_row_and_auto_width_share_one_decision_function(pop, monkeypatch):
     """Both paths reach ``choose_option`` with the default's options and confidence."""
-    calls: list[tuple[int, float | None]] = []
+    calls: list[tuple[int, float | None, float]] = []
     real = width_mod.choose_option
 
-    def spy(seen, confidence, n_boot, rng):
-        calls.append((np.shape(seen)[0], confidence))
-        return real(seen, confidence, n_boot, rng)
+    def spy(seen, confidence, n_boot, rng, *, max_ratio=1.0):
+        calls.append((np.shape(seen)[0], confidence, max_ratio))
+        return real(seen, confidence, n_boot, rng, max_ratio=max_ratio)
 
     monkeypatch.setattr(width_mod, "choose_option", spy)
     import pairht.audit.advice as advice_mod
 
     monkeypatch.setattr(advice_mod, "choose_option", spy)
     run_audit(pop, rows=["default"], n_draws=0, config=AuditConfig(budget_ratio=0.5))
-    assert calls and set(calls) == {(len(DEFAULT_OPTIONS), DEFAULT_CONFIDENCE)}
+    want = (len(DEFAULT_OPTIONS), DEFAULT_CONFIDENCE, DEFAULT_MAX_RATIO)
+    assert calls and set(calls) == {want}
     calls.clear()
     AutoWidth(0.5, pop.group_size).observe(pop)
-    assert calls == [(len(DEFAULT_OPTIONS), DEFAULT_CONFIDENCE)]
+    assert calls == [want]
 
 
 def test_auto_width_pools_the_newest_audits(pop):
@@ -106,20 +122,21 @@ def test_auto_width_pools_the_newest_audits(pop):
     d = auto.observe(third, seed=7)
     assert list(auto.audits) == [other, third]
     direct = width_advice([other, third], 0.5, seed=7, options=DEFAULT_OPTIONS[1:],
-                          confidence=DEFAULT_CONFIDENCE)
+                          confidence=DEFAULT_CONFIDENCE, max_ratio=DEFAULT_MAX_RATIO)
     assert d.advice == direct
 
 
 def test_pooled_advice_is_the_choice_on_the_concatenated_prompts(pop):
     other = synthetic_population(12, 8, prefix_tokens=8, rng=4)
     adv = width_advice([pop, other], 0.5, seed=1, options=DEFAULT_OPTIONS[1:],
-                       confidence=DEFAULT_CONFIDENCE)
+                       confidence=DEFAULT_CONFIDENCE, max_ratio=DEFAULT_MAX_RATIO)
     cfg = AuditConfig(budget_ratio=0.5, seed=1)
     res = [run_audit(p, rows=list(DEFAULT_OPTIONS), n_draws=0, config=cfg) for p in (pop, other)]
     table = np.stack([np.concatenate([r.row(k).per_prompt["mse_exact"] for r in res])
                       for k in DEFAULT_OPTIONS])
     want = choose_option(table, DEFAULT_CONFIDENCE, N_BOOT,
-                         np.random.default_rng(np.random.SeedSequence([1, 37])))
+                         np.random.default_rng(np.random.SeedSequence([1, 37])),
+                         max_ratio=DEFAULT_MAX_RATIO)
     assert adv.choice == DEFAULT_OPTIONS[want]
     best = 1 + int(np.argmin(table[1:].mean(axis=1)))
     assert adv.option == DEFAULT_OPTIONS[best]
