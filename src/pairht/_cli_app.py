@@ -1,12 +1,8 @@
-"""The ``pairht`` command: the frozen-population estimator audit, its sweeps, and a demo.
+"""The commands of ``pairht`` (typer): the audit, its sweeps, the demos.
 
-``pairht audit``           audit every design on a population, print the table, write
-                           audit.csv, audit.json and PNG figures to ``--out``
-``pairht audit sweep``     the audit across budget, pi_min, G or calibration
-``pairht demo``            the main demo: PAIR vs GRPO training on a tiny task, on CPU
-                           (minutes), delegated to ``pairht_demo.demo.main``
-``pairht experiment``      the compute-matched comparison over seeds (``pairht_demo.experiment``)
-``pairht audit-demo``      a short audit of a synthetic population (under a minute)
+Run through :func:`pairht.cli.main`, the console script's entry point, which imports this
+module only when a command runs, so that a core install without typer gets one line naming
+the ``cli`` extra instead of a traceback (and ``demo``/``experiment`` one naming ``trl``).
 
 Heavy imports (numpy, the audit, matplotlib) happen inside the commands, so ``--help`` is
 instant; torch is imported only by ``demo``, through the TRL adapter. Every user
@@ -18,7 +14,6 @@ from __future__ import annotations
 
 import enum
 import os
-import sys
 from typing import Any
 
 import typer
@@ -80,11 +75,12 @@ CALIB = typer.Option(Calibration.oracle, "--calibration",
                           "(miscalibrated).")
 NOISE = typer.Option(0.5, "--noise", min=0.0,
                      help="Synthetic population: prediction noise of noisy/miscalibrated.")
-BUDGET = typer.Option(0.5, "--budget", min=0.0, max=1.0,
-                      help="Target expected REALISED suffix tokens as a fraction of the full "
-                           "cost (realised suffix tokens of every unfinished candidate; "
-                           "finished ones are kept for free). Each row's budget is solved by "
-                           "bisection so that it spends exactly this.")
+# No min/max here: click's range error is a usage block, _check_budget's is one line.
+BUDGET = typer.Option(0.5, "--budget",
+                      help="Target expected REALISED suffix tokens as a fraction in (0, 1] of "
+                           "the full cost (realised suffix tokens of every unfinished "
+                           "candidate; finished ones are kept for free). Each row's budget is "
+                           "solved by bisection so that it spends exactly this.")
 PI_MIN = typer.Option(0.08, "--pi-min", min=0.0, max=1.0,
                       help="Probability floor of the adaptive allocations (positivity).")
 SEED = typer.Option(0, "--seed", help="Seed of the synthetic population and of every draw.")
@@ -142,8 +138,12 @@ def _summary(result: Any, seed: int, row: str = "pair") -> str | None:
 
     try:
         comp = compare_to_baselines(result, row, seed=seed)
-    except ValueError:
-        return None  # no exact MSE for pair or for any baseline (rows or --draws chosen so)
+    except ValueError as exc:
+        # no exact MSE for the row or for any baseline (a failed row, a Hajek row above
+        # --enum-limit, no baseline among --rows): the audit stands, but say why the line is
+        # missing rather than leave it out silently
+        typer.echo(f"Note: no summary line: {' '.join(str(exc).split())}", err=True)
+        return None
     for r in result.rows:
         if r.key in comp.ratios:
             r.metrics["ratio_to_best"] = comp.ratios[r.key]
@@ -165,6 +165,32 @@ def _row_keys(rows: str | None) -> list[str] | None:
     return keys
 
 
+def _check_budget(budget: float, option: str = "--budget") -> None:
+    """The budget is a fraction of the full suffix cost: in ``(0, 1]``.
+
+    Checked first, on its own: a budget of 0 used to surface as ``--pi-min`` exceeding it,
+    a line naming every adaptive row.
+    """
+    if not 0.0 < budget <= 1.0:
+        raise ValueError(f"{option} must be in (0, 1] (the fraction of the full suffix cost "
+                         f"each row spends); got {budget:g}")
+
+
+def _check_compare(compare: str | None, keys: list[str] | None) -> None:
+    """``--compare`` names a registered row that this audit runs (else no summary could be
+    computed, and the audit used to end without one and without saying why)."""
+    if compare is None:
+        return
+    from pairht.audit.rows import ROWS as REGISTRY
+
+    if compare not in REGISTRY:
+        raise ValueError(f"--compare must name an audit row (see --list-rows), one of "
+                         f"{', '.join(REGISTRY)}; got {compare!r}")
+    if keys is not None and compare not in keys:
+        raise ValueError(f"--compare {compare} is not among the rows this audit runs "
+                         f"(--rows {','.join(keys)}); add it to --rows or leave --compare out")
+
+
 def _check_seed(seed: int) -> None:
     """``--seed`` seeds ``numpy.random.default_rng``, which takes non-negative integers only."""
     if seed < 0:
@@ -180,33 +206,43 @@ def _check_settings(keys: list[str] | None, budget: float, pi_min: float, *,
       every candidate, so its expected cost is at least ``pi_min`` times the full group's,
       more than the budget ``budget`` times it: infeasible on every prompt.
     * the exact covariance of fixed-size designs needs ``C(G,3) + C(G,4)`` inclusion
-      probabilities, refused above ``MAX_INCLUSION_TABLE`` (``G <= 168``).
+      probabilities, refused above ``MAX_INCLUSION_TABLE`` (``G <= 168``), and every row
+      needs ``G x G`` pair tables, refused above ``MAX_TABLE_BYTES`` (``G <= 11585``): the
+      library's own checks (:func:`~pairht.estimators.covariance.check_inclusion_table_size`,
+      :func:`~pairht._validation.check_table_size`), run here before any row starts.
     """
-    import math
-
+    from pairht._validation import check_table_size
     from pairht.audit.rows import select_rows
-    from pairht.estimators.covariance import MAX_INCLUSION_TABLE
+    from pairht.estimators.covariance import check_inclusion_table_size
 
     rows = select_rows(keys)
     floored = [r.key for r in rows if getattr(r, "allocation", "full") != "full"]
     if floored and pi_min > budget:
         raise ValueError(
             f"--pi-min {pi_min} exceeds --budget {budget}: the adaptive rows "
-            f"({', '.join(floored)}) give every candidate pi >= pi_min, so their expected "
+            f"({_some(floored)}) give every candidate pi >= pi_min, so their expected "
             f"suffix cost is at least {pi_min} of the full group's, more than the budget "
             f"{budget} of it; lower --pi-min or raise --budget"
         )
     exact = [r.key for r in rows if getattr(r, "design", "bernoulli") != "bernoulli"]
     sizes = group_sizes + ((pop.group_size,) if pop is not None else ())
     for g in sizes:
-        if exact and math.comb(g, 3) + math.comb(g, 4) > MAX_INCLUSION_TABLE:
-            raise ValueError(
-                f"--group-size G = {g} is too large for the exact covariance of the fixed-size "
-                f"rows ({', '.join(exact)}): it needs C(G,3) + C(G,4) = "
-                f"{math.comb(g, 3) + math.comb(g, 4)} inclusion probabilities, more than "
-                f"MAX_INCLUSION_TABLE = {MAX_INCLUSION_TABLE} (G <= 168); use a smaller G or "
-                f"leave those rows out of --rows"
-            )
+        try:
+            check_table_size(f"a G x G pair table at G = {g}", g * g,
+                             "use fewer candidates per group")
+            if exact:
+                check_inclusion_table_size(g, f"the fixed-size rows ({_some(exact)})")
+        except ValueError as exc:
+            raise ValueError(f"--group-size G = {g} is too large: {exc}"
+                             f"{'; or leave those rows out of --rows' if exact else ''}"
+                             ) from None
+
+
+def _some(keys: list[str], shown: int = 3) -> str:
+    """``"a, b, c and 19 more"``: a list of row keys short enough for a one-line error."""
+    if len(keys) <= shown + 1:
+        return ", ".join(keys)
+    return f"{', '.join(keys[:shown])} and {len(keys) - shown} more"
 
 
 def _print_table(result: Any, title: str) -> None:
@@ -306,7 +342,9 @@ def audit(
                 typer.echo(f"{key:24s} {row.group:11s} {row.label}")
             return
         _check_seed(seed)
+        _check_budget(budget)
         keys = _row_keys(rows)
+        _check_compare(compare, keys)
         budgets = _floats("cost-budgets", cost_budgets)
         pop = _population(population, prompts, group_size, reward, calibration, noise, seed,
                           prefix_tokens, predictions.value)
@@ -349,6 +387,7 @@ def _check_sweep(axis: Axis, vals: list[Any] | None, keys: list[str] | None, bud
     points = vals if vals is not None else list(AXES[axis.value])
     if axis == Axis.budget:
         for b in points:
+            _check_budget(float(b), "--values of --axis budget")
             _check_settings(keys, float(b), pi_min, pop=base)
     elif axis == Axis.pi_min:
         for p in points:
@@ -423,6 +462,7 @@ def sweep(
         from pairht.audit.sweep import run_sweep, sweep_to_csv
 
         _check_seed(seed)
+        _check_budget(budget)
         keys = _row_keys(rows)
         if population is not None and axis in (Axis.G, Axis.calibration):
             raise ValueError(f"--axis {axis.value} regenerates the synthetic population; it "
@@ -518,23 +558,13 @@ def experiment(ctx: typer.Context) -> None:
 
 
 def _delegate(command: str, module: str, ctx: typer.Context) -> None:
-    """Run ``module.main(args)`` of the TRL-side demo package (imports torch only here)."""
+    """Run ``module.main(args)`` of the TRL-side demo package (imports torch only here).
+
+    A missing torch, transformers or TRL raises ``ImportError`` from inside ``main``;
+    :func:`pairht.cli.main` turns it into the one line naming the ``trl`` extra.
+    """
     import importlib
 
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        raise _fail(ValueError(f"{command} needs the TRL adapter (pip install "
-                               f"'pairht[trl]'); {exc}")) from None
-    code = mod.main(list(ctx.args))
+    code = importlib.import_module(module).main(list(ctx.args))
     if code:
         raise typer.Exit(code=int(code))
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``pairht`` console script."""
-    app(args=argv if argv is not None else sys.argv[1:], prog_name="pairht")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
