@@ -203,3 +203,103 @@ def test_a_group_too_large_for_the_exact_covariance_is_a_one_line_error(tmp_path
     res = _run(["audit", "--prompts", "1", "--group-size", "513", "--draws", "0", "--quiet",
                 "--no-figures", "--out", str(tmp_path)])
     _one_line_error(res, "--group-size G = 513", "MAX_INCLUSION_TABLE")
+
+
+# ---------------------------------------------------------------------- a new user's findings
+def _pairht_without(module: str, args: list[str], cwd) -> subprocess.CompletedProcess:
+    """``pairht <args>`` in a fresh interpreter in which ``module`` cannot be imported
+    (``sys.modules[name] = None`` makes every ``import name`` raise ModuleNotFoundError, as
+    on a core install without the extra)."""
+    code = (f"import sys; sys.modules[{module!r}] = None; "
+            f"from pairht.cli import main; main({args!r})")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=300)
+
+
+@pytest.mark.parametrize(("module", "args", "line"), [
+    ("typer", ["--help"],
+     'pairht: the pairht command needs typer; install it with pip install "pairht[cli]"'),
+    ("typer", ["audit", "--budget", "0.5"],
+     "pairht: the 'audit' command needs typer; install it with pip install \"pairht[cli]\""),
+    ("torch", ["demo", "--steps", "1", "--out-dir", "demo-out"],
+     "pairht: the 'demo' command needs torch; install it with pip install \"pairht[trl]\""),
+    ("torch", ["experiment", "--seeds", "0", "--steps", "1", "--out-dir", "exp-out"],
+     "pairht: the 'experiment' command needs torch; install it with pip install "
+     "\"pairht[trl]\""),
+], ids=["help-without-typer", "audit-without-typer", "demo-without-torch",
+        "experiment-without-torch"])
+def test_a_missing_optional_dependency_is_one_line_naming_the_extra(tmp_path, module, args,
+                                                                     line):
+    # used to be a traceback ending "No module named 'typer'" (43 lines for torch)
+    done = _pairht_without(module, args, tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [line], done.stderr
+    assert done.stdout == ""
+
+
+def test_an_import_error_of_the_package_itself_keeps_its_traceback(tmp_path):
+    # only the optional dependencies are named; a broken install of pairht is a bug to show
+    done = _pairht_without("pairht_demo", ["demo", "--steps", "1"], tmp_path)
+    assert done.returncode == 1 and "Traceback" in done.stderr, done.stderr
+    from pairht.cli import missing_dependency_message
+
+    assert missing_dependency_message(ImportError("cannot import name 'x'"), ["demo"]) is None
+    assert missing_dependency_message(
+        ModuleNotFoundError("No module named 'torch.nn'", name="torch.nn"), ["demo"]
+    ) == "pairht: the 'demo' command needs torch; install it with pip install \"pairht[trl]\""
+
+
+def test_the_entry_point_module_imports_no_optional_dependency():
+    code = ("import sys; sys.modules['typer'] = None; import pairht.cli; "
+            "print(sorted(m for m in ('typer', 'click', 'rich') if sys.modules.get(m)))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_random_bytes_as_a_population_say_it_is_not_an_npz_and_never_mention_pickles(tmp_path):
+    # the old message: "contains pickled (object) data ... allow_pickle=" (wrong, and unsafe)
+    path = tmp_path / "random.npz"
+    path.write_bytes(np.random.default_rng(1).bytes(2048))
+    res = _run(["audit", "--population", str(path), "--out", str(tmp_path / "o")])
+    _one_line_error(res, f"population: {path} is not a .npz archive (numpy cannot read it as "
+                         f"a zip file")
+    assert "pickle" not in res.output
+
+
+def test_an_unknown_compare_row_is_a_one_line_error_listing_the_known_rows(tmp_path):
+    # used to exit 0 without a summary and without a word
+    from pairht.audit import ROWS
+
+    res = _run(["audit", *TINY, "--compare", "nosuch", "--out", str(tmp_path)])
+    _one_line_error(res, "--compare must name an audit row", "got 'nosuch'", ", ".join(ROWS))
+    assert not (tmp_path / "audit.csv").exists()  # refused before the audit ran
+    res = _run(["audit", *TINY, "--rows", "uniform_ht,pair", "--compare", "pair_cps",
+                "--out", str(tmp_path)])
+    _one_line_error(res, "--compare pair_cps is not among the rows this audit runs "
+                         "(--rows uniform_ht,pair)")
+
+
+def test_a_summary_that_cannot_be_computed_says_why(tmp_path):
+    res = _run(["audit", *TINY, "--rows", "pair", "--no-figures", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "Note: no summary line: no baseline row with an exact MSE" in res.output
+    assert "Summary:" not in res.output
+
+
+@pytest.mark.parametrize("budget", ["0", "-0.5", "1.5"])
+def test_a_budget_outside_zero_one_is_a_short_one_line_error_with_the_rule(tmp_path, budget):
+    # --budget 0 used to print one line naming 22 rows (--pi-min exceeding it)
+    res = _run(["audit", *TINY, "--budget", budget, "--out", str(tmp_path)])
+    _one_line_error(res, f"--budget must be in (0, 1] (the fraction of the full suffix cost "
+                         f"each row spends); got {float(budget):g}")
+    assert "pair_cps" not in res.output and len(res.output) < 120
+    res = _run(["audit", "sweep", "--axis", "budget", "--values", f"0.5,{budget}", "--rows",
+                "pair", "--quiet", "--out", str(tmp_path)])
+    _one_line_error(res, "--values of --axis budget must be in (0, 1]")
+
+
+def test_pi_min_above_the_budget_names_a_few_rows_not_all():
+    res = _run(["audit", *TINY, "--pi-min", "0.9", "--budget", "0.5"])
+    _one_line_error(res, "--pi-min 0.9 exceeds --budget 0.5", " more) give every candidate")

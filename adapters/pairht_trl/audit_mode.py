@@ -34,12 +34,15 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from transformers import TrainerCallback
+
+from pairht_trl.config import RewardFailureWarning
 
 __all__ = ["AuditCallback", "AutoWidthCallback", "collect_population", "default_score_block"]
 
@@ -108,7 +111,15 @@ def collect_population(
     Returns
     -------
     pairht.audit.population.Population
-        And the labels when ``head_labels``.
+        And the labels when ``head_labels``. Its ``meta["reward_failures"]`` counts the
+        completions scored 0 because their reward function raised (``reward_failure="zero"``
+        only; a ``RewardFailureWarning`` says so).
+
+    Raises
+    ------
+    pairht_trl.config.RewardFunctionError
+        A reward function raised, with ``reward_failure="raise"`` (the default); the message
+        names the function and the example (the prompt index).
     """
     from trl.data_utils import is_conversational
     from trl.trainer.grpo_trainer import GRPOTrainer
@@ -138,10 +149,20 @@ def collect_population(
             completions: list[Any] = [[{"role": "assistant", "content": t}] for t in texts]
         else:
             completions = texts
-        failures = dict(trainer._pair_stats)  # audit verifier failures are not training's
-        with _process_local_reward_gather():
-            per_func = GRPOTrainer._calculate_rewards(trainer, rows, prompts, completions, full)
-        trainer._pair_stats.update(failures)
+        # The trainer's reward policy applies (reward_failure): "raise" names the prompt (row
+        # // g is the example), "zero" scores 0; those zeros are the audit's, not training's,
+        # so they are taken out of the trainer's count and recorded in the population's meta.
+        before = trainer._pair_stats["reward_failures"]
+        where = trainer._reward_rows
+        where.rows, where.group_size = list(range(len(rows))), g
+        try:
+            with _process_local_reward_gather():
+                per_func = GRPOTrainer._calculate_rewards(trainer, rows, prompts, completions,
+                                                          full)
+        finally:
+            where.rows = where.group_size = None
+            n_failed = trainer._pair_stats["reward_failures"] - before
+            trainer._pair_stats["reward_failures"] = before
         weights = trainer.reward_weights.to(per_func.device, per_func.dtype)
         rewards = (per_func * weights).nansum(dim=1).double().cpu().numpy()
         name = block or default_score_block(model)
@@ -172,9 +193,18 @@ def collect_population(
             "snap_window": trainer.pair_args.snap_window,
             "temperature": float(trainer.temperature),
             "n_cost_floored": int((suffix < 1).sum()),
+            "reward_failures": int(n_failed),
             "model": getattr(model.config, "_name_or_path", "") or type(model).__name__,
         },
     )
+    if n_failed:
+        warnings.warn(
+            f"audit population at step {int(trainer.state.global_step)}: {n_failed} "
+            f"completion(s) scored 0 because their reward function raised "
+            f"(reward_failure='zero'; meta['reward_failures'] records it)",
+            RewardFailureWarning,
+            stacklevel=2,
+        )
     if path is not None:
         save_population(path, pop)
     if not head_labels:

@@ -158,6 +158,29 @@ FIXED_SIZE_DESIGNS = fixed_size_designs()
 EDGE_PROXIES = edge_proxies()
 WEIGHTINGS = weightings()
 
+#: What an exception from a (synchronous) reward function does (``PairGRPOConfig.
+#: reward_failure``; the first is the default): ``"raise"`` stops training with an error that
+#: names the function and the prompt, as TRL does; ``"zero"`` scores the completion 0, counts it
+#: in ``pair/reward_failures`` and warns on every step it happens. A 0 for a crashed verifier
+#: is a wrong reward (and a biased gradient), so it is only ever a choice.
+REWARD_FAILURES = ("raise", "zero")
+
+
+class RewardFunctionError(RuntimeError):
+    """A reward function raised, with ``reward_failure="raise"`` (the default).
+
+    The message names the function, the prompt (its index in the batch) and the completion;
+    the function's own exception is the ``__cause__``. Defined here, beside
+    :data:`REWARD_FAILURES`, so that the trainer and :mod:`pairht_trl.audit_mode` share it
+    without importing each other.
+    """
+
+
+class RewardFailureWarning(UserWarning):
+    """Completions were scored 0 because their reward function raised
+    (``reward_failure="zero"``); issued on every step it happens."""
+
+
 #: Generation widths of the trainer (``PairGRPOConfig.width``; the first is the default):
 #: ``"auto"`` decides among the three others from the run's own audits (PAIR's default,
 #: :class:`pairht.audit.AutoWidth`: small-group GRPO, the difference estimator among a
@@ -337,6 +360,7 @@ PAIR_FIELD_RULES: dict[str, Rule] = {
     "width_audit_every": _integer(1),
     "width_audit_prompts": _integer(2),
     "width_history": _integer(1),
+    "reward_failure": _one_of(lambda: REWARD_FAILURES, "pairht_trl.config.REWARD_FAILURES"),
 }
 
 
@@ -513,6 +537,18 @@ class PairGRPOConfig(GRPOConfig):
         calibrated head (an oracle's Brier skill is the share of the reward variance its
         probabilities explain, 0.36 on the synthetic audit population) and so throws away
         most of what sharp heads know (docs/trl.md, "Prefix heads").
+    reward_failure : {"raise", "zero"}
+        What an exception from a synchronous reward function does (:data:`REWARD_FAILURES`).
+        ``"raise"`` (default, as TRL): training stops with a ``RewardFunctionError`` naming
+        the function, the prompt and the completion, chained to the exception (a batch that
+        raised is scored again one completion at a time, up to the first that raises, to find
+        it). ``"zero"``: the completions that raise score 0 and are counted in
+        ``pair/reward_failures``; the first traceback per function is logged and a
+        ``RewardFailureWarning`` is issued on every step with a failure. Opt in only where 0
+        is the right reward for a crash (e.g. a parser that fails exactly on malformed
+        answers): a 0 for a broken verifier is a wrong reward and biases the gradient.
+        Reward functions that are ``nn.Module`` s or coroutines are called by TRL as they are
+        (their exceptions propagate).
     """
 
     # ------------------------------------------------------------------ TRL defaults changed
@@ -632,6 +668,12 @@ class PairGRPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "Candidates per group given a prefix in width='subset' (w, an int "
                           "in [2, num_generations])."},
+    )
+    reward_failure: str = field(
+        default="raise",
+        metadata={"help": "A reward function's exception: 'raise' (stop, naming the function "
+                          "and the prompt) or 'zero' (score 0, count in pair/reward_failures, "
+                          "warn every step it happens)."},
     )
 
     def __post_init__(self) -> None:

@@ -73,7 +73,10 @@ width "subset", which also logs ``prefix_group_size``, ``w``),
 ``cost_ratio`` = realised / predicted suffix tokens of the selected rows, ``completed`` and
 ``observed_edges`` per group, ``max_weight`` (``M W_ij``, i.e. ``1/rho_ij`` for exact
 weights), ``ess``, ``solver_residual``, ``solver_fallbacks``, ``solver_unconverged``,
-``verifier_calls``, ``reward_failures``, ``heads/*`` (the head trainer's metrics); from the
+``verifier_calls``, ``reward_failures`` (completions scored 0 because their reward function
+raised: always 0 unless ``reward_failure="zero"``, the default ``"raise"`` stops training
+with a :class:`RewardFunctionError` naming the function and the prompt), ``heads/*`` (the
+head trainer's metrics); from the
 plan (:func:`pairht.step.plan_metrics`): ``unspent_budget`` (budget the allocation left
 unspent, e.g. when it affords every unfinished suffix), ``budget``, ``expected_suffix_cost``
 (``sum pi c_hat`` over unfinished rows), ``expected_edges``, ``min_joint``; ``time_<phase>``
@@ -86,6 +89,7 @@ import contextlib
 import json
 import logging
 import os
+import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,6 +108,8 @@ from pairht_trl.advantages import (
 from pairht_trl.config import (
     FIXED_SIZE_DESIGNS,
     PairGRPOConfig,
+    RewardFailureWarning,
+    RewardFunctionError,
     prefix_rules,
     program_allocators,
     rule_design,
@@ -119,7 +125,10 @@ from pairht_trl.row_drop import LOSS_SCALE_KEY, drop_rows
 from pairht_trl.timing import instrument
 from trl import GRPOTrainer
 
-__all__ = ["PAIR_STATE_FILE", "DesignDraw", "PairGRPOTrainer"]
+__all__ = [
+    "PAIR_STATE_FILE", "DesignDraw", "PairGRPOTrainer", "RewardFailureWarning",
+    "RewardFunctionError",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -197,26 +206,55 @@ class _PairOptions(TypedDict, total=False):
     score_norm: np.ndarray
 
 
-class _GuardedReward:
-    """A synchronous reward function whose exceptions become reward 0 (counted), never a crash.
+@dataclass
+class _RewardRows:
+    """Where the completions of the reward call in progress sit in the generation batch.
 
-    On an exception for a batch, rows are retried one at a time so that only the failing rows
-    get 0 (paper: "any parser exception is a failed rollout").
+    Set by the trainer around its own reward calls (which pass only the selected rows), so
+    that a failure names the prompt. ``rows`` holds each completion's row of the flattened
+    ``(B * G)`` batch and ``group_size`` is ``G``; ``None``: unknown (the completions are
+    then named by their position in the call).
     """
 
-    def __init__(self, func: Callable[..., Any], stats: dict[str, int]) -> None:
+    rows: list[int] | None = None
+    group_size: int | None = None
+
+
+class _GuardedReward:
+    """A synchronous reward function with PAIR's failure policy (``reward_failure``).
+
+    ``"raise"``: an exception propagates as :class:`RewardFunctionError` naming the function
+    and the prompt, from the function's own exception. ``"zero"``: the completions that raise
+    score 0 (paper: "any parser exception is a failed rollout") and are counted in
+    ``stats["reward_failures"]``; the first traceback is logged once. Either way a batch call
+    that raises is retried one completion at a time, to find the failing ones (``"raise"``
+    stops at the first).
+    """
+
+    def __init__(self, func: Callable[..., Any], stats: dict[str, int], policy: str = "raise",
+                 where: _RewardRows | None = None) -> None:
         self.func = func
         self.stats = stats
+        self.policy = policy
+        self.where = where if where is not None else _RewardRows()
         self.__name__ = getattr(func, "__name__", type(func).__name__)
         self._warned = False
+
+    def _describe(self, k: int, n: int) -> str:
+        """The failing completion ``k`` of ``n``: its prompt and candidate when known."""
+        rows, g = self.where.rows, self.where.group_size
+        if rows is not None and g and len(rows) == n:
+            row = rows[k]
+            return f"prompt {row // g} (candidate {row % g} of {g}, batch row {row})"
+        return f"completion {k} of the {n} it was called with"
 
     def __call__(self, *, prompts: list, completions: list, completion_ids: list, **kw: Any):
         n = len(prompts)
         try:
             return list(self.func(prompts=prompts, completions=completions,
                                   completion_ids=completion_ids, **kw))
-        except Exception:
-            pass  # any verifier failure is reward 0 by the protocol: find the failing rows
+        except Exception as exc:  # find the failing rows (both policies need them)
+            batch_exc = exc
         out: list[float | None] = []
         for k in range(n):
             row_kw = {
@@ -231,7 +269,13 @@ class _GuardedReward:
                     **row_kw,
                 )
                 out.append(value)
-            except Exception:
+            except Exception as exc:
+                if self.policy == "raise":
+                    raise RewardFunctionError(
+                        f"reward function {self.__name__!r} raised on {self._describe(k, n)}: "
+                        f"{exc!r}. Fix the function, or set reward_failure='zero' to score "
+                        f"such completions 0 (counted in pair/reward_failures)"
+                    ) from exc
                 out.append(0.0)
                 self.stats["reward_failures"] += 1
                 if not self._warned:
@@ -243,6 +287,12 @@ class _GuardedReward:
                         "in pair/reward_failures (first failure shown, later ones only counted)",
                         self.__name__, exc_info=True,
                     )
+        if self.policy == "raise":
+            # no completion raises alone: the batch call itself is what fails
+            raise RewardFunctionError(
+                f"reward function {self.__name__!r} raised on a batch of {n} completions, "
+                f"though each scores alone: {batch_exc!r}"
+            ) from batch_exc
         return out
 
 
@@ -361,12 +411,13 @@ class PairGRPOTrainer(GRPOTrainer):
                 "averages over every row, selected or not. Set drop_unselected_rows=False"
             )
         self._pair_stats = {"reward_failures": 0}
-        # Exceptions of synchronous reward functions become reward 0; modules and async
-        # functions are left as TRL calls them.
+        self._reward_rows = _RewardRows()
+        # Synchronous reward functions follow args.reward_failure (raise naming the prompt, or
+        # score 0 and count); modules and async functions are left as TRL calls them.
         self.reward_funcs = [
             f
             if isinstance(f, nn.Module) or not callable(f) or _is_async(f)
-            else _GuardedReward(f, self._pair_stats)
+            else _GuardedReward(f, self._pair_stats, args.reward_failure, self._reward_rows)
             for f in self.reward_funcs
         ]
         seed = args.design_seed if args.design_seed is not None else args.seed
@@ -889,13 +940,19 @@ class PairGRPOTrainer(GRPOTrainer):
             (len(prompts), n_funcs), float("nan"), device=self.accelerator.device
         )
         if sel:
-            with _process_local_reward_gather():
-                sub = super()._calculate_rewards(
-                    [inputs[i] for i in sel],
-                    [prompts[i] for i in sel],
-                    [completions[i] for i in sel],
-                    [completion_ids_list[i] for i in sel],
-                )
+            # the batch rows of the scored completions, so that a failure names its prompt
+            self._reward_rows.rows = [draw.rows.start + i for i in sel]
+            self._reward_rows.group_size = int(draw.mask.shape[1])
+            try:
+                with _process_local_reward_gather():
+                    sub = super()._calculate_rewards(
+                        [inputs[i] for i in sel],
+                        [prompts[i] for i in sel],
+                        [completions[i] for i in sel],
+                        [completion_ids_list[i] for i in sel],
+                    )
+            finally:
+                self._reward_rows.rows = self._reward_rows.group_size = None
             full[sel] = sub.to(full.dtype)
         mode = "train"
         calls = gather_rows(self.accelerator, np.array([len(sel) * n_funcs], dtype=np.int64))
@@ -905,6 +962,18 @@ class PairGRPOTrainer(GRPOTrainer):
         self._pair_stats["reward_failures"] = 0
         self._metrics[mode]["pair/verifier_calls"].append(float(calls.sum()))
         self._metrics[mode]["pair/reward_failures"].append(float(fails.sum()))
+        n_failed = int(fails.sum())
+        if n_failed and self.accelerator.is_main_process:
+            # only reward_failure="zero" gets here with failures ("raise" has raised). Every
+            # step says so (the step in the text keeps Python's once-per-message filter from
+            # hiding the later ones): a 0 for a crash is a reward no one computed.
+            warnings.warn(
+                f"step {int(self.state.global_step) + 1}: {n_failed} reward function call(s) "
+                f"raised and were scored 0 (reward_failure='zero'; counted in "
+                f"pair/reward_failures)",
+                RewardFailureWarning,
+                stacklevel=2,
+            )
         gathered = self.accelerator.gather(full) if self.accelerator.num_processes > 1 else full
         weights = self.reward_weights.to(gathered.device).to(gathered.dtype)
         rewards = (gathered * weights).nansum(dim=1)

@@ -13,6 +13,14 @@ from numpy.typing import ArrayLike
 
 RNGLike = int | np.random.Generator | np.random.SeedSequence | None
 
+#: Largest float64 table, in bytes, that a function of the package builds (1 GiB). The sizes
+#: that would pass it are refused before anything is allocated (:func:`check_table_size`),
+#: with a ``ValueError`` naming the size and this limit, instead of a ``MemoryError`` (or
+#: minutes of swapping) deep inside numpy. 1 GiB, because a function holds a few tables of the
+#: size it checks at once (the allocation solver about four ``(B, G, G)`` ones), so its peak
+#: stays within a few GiB: ``G <= 11585`` for one ``G x G`` table, ``B G**2 <= 2**27``.
+MAX_TABLE_BYTES = 2**30
+
 
 def as_generator(rng: RNGLike) -> np.random.Generator:
     """Return a ``numpy.random.Generator`` from an int seed, a Generator, a SeedSequence or None.
@@ -91,8 +99,32 @@ def check_finite(name: str, x: ArrayLike) -> np.ndarray:
     return arr
 
 
-def check_probabilities(name: str, x: ArrayLike, *, ndim: int | None = None) -> np.ndarray:
-    """Return ``x`` as float64 after checking every entry is a probability in [0, 1]."""
+def check_probabilities(
+    name: str, x: ArrayLike, *, ndim: int | None = None, role: str | None = None
+) -> np.ndarray:
+    """Return ``x`` as float64 after checking every entry is a probability in [0, 1].
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, as the caller spells it (the message starts with it).
+    x : array_like
+        The values.
+    ndim : int, optional
+        The number of axes ``x`` must have.
+    role : str, optional
+        What the values are, for the message: ``"{name} are {role} and must lie in [0, 1]"``.
+        Default: ``"success predictions"`` for a name ending in ``p_hat`` (the prefix heads'
+        predictions, not a design's probabilities), else ``"inclusion probabilities"``.
+
+    Raises
+    ------
+    ValueError
+        A NaN or infinite entry, a value outside [0, 1] (the first one is named), a scalar, or
+        the wrong number of axes.
+    TypeError
+        Non-real input (:func:`as_real_array`).
+    """
     arr = check_finite(name, x)
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-d array; got shape {arr.shape}")
@@ -100,9 +132,11 @@ def check_probabilities(name: str, x: ArrayLike, *, ndim: int | None = None) -> 
         raise ValueError(f"{name} must be an array with at least one axis; got a scalar")
     bad = (arr < 0.0) | (arr > 1.0)
     if bad.any():
+        if role is None:
+            role = ("success predictions" if name.split(".")[-1] == "p_hat"
+                    else "inclusion probabilities")
         raise ValueError(
-            f"{name} must lie in [0, 1] (they are inclusion probabilities); "
-            f"{name}{_first_bad(arr, bad)}"
+            f"{name} must lie in [0, 1] ({name} are {role}); {name}{_first_bad(arr, bad)}"
         )
     return arr
 
@@ -143,3 +177,59 @@ def check_int(
         extra = f" ({rule})" if rule else ""
         raise ValueError(f"{name} must lie in [{lo}, {hi}]{extra}; got {out}")
     return out
+
+
+def _bytes_text(n: int) -> str:
+    """``n`` bytes in the largest binary unit that keeps a number >= 1 (``"74.5 GiB"``)."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def check_table_size(
+    what: str, n_values: int, fix: str, *, limit: int | None = None,
+    limit_name: str = "MAX_TABLE_BYTES",
+) -> None:
+    """Refuse, before it is allocated, a float64 table of ``n_values`` entries above ``limit``.
+
+    The one memory guard of the package: the allocation's ``(..., G, G)`` pair tables, the
+    designs' tables and the exact covariance's inclusion table all go through it, and so does
+    the ``pairht`` command's check of ``--group-size``.
+
+    Parameters
+    ----------
+    what : str
+        The table and the size that sets it, e.g. ``"allocate: the (1, 100000, 100000) pair
+        tables of p_hat"``; the message starts with it.
+    n_values : int
+        Entries of the table (Python int: no overflow at any size).
+    fix : str
+        What the caller can do instead; the message ends with it.
+    limit : int, optional
+        Largest table in bytes (default :data:`MAX_TABLE_BYTES`, read at call time).
+    limit_name : str
+        How the message names the limit (its size in bytes follows in parentheses).
+
+    Raises
+    ------
+    ValueError
+        ``8 * n_values > limit``: ``"<what> needs <n> float64 values (<size>), more than
+        <limit_name> (<limit size>); <fix>"``.
+
+    Examples
+    --------
+    >>> check_table_size("a (100000, 100000) table", 100000**2, "use fewer units")
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: a (100000, 100000) table needs 10000000000 float64 values (74.5 GiB), more ...
+    """
+    if limit is None:
+        limit = MAX_TABLE_BYTES
+    nbytes = 8 * int(n_values)
+    if nbytes > limit:
+        raise ValueError(
+            f"{what} needs {int(n_values)} float64 values ({_bytes_text(nbytes)}), more than "
+            f"{limit_name} ({_bytes_text(limit)}); {fix}"
+        )

@@ -1,4 +1,4 @@
-"""The ``pairht`` command: the frozen-population estimator audit, its sweeps, and a demo.
+"""The ``pairht`` command's entry point: the frozen-population estimator audit, its sweeps, a demo.
 
 ``pairht audit``           audit every design on a population, print the table, write
                            audit.csv, audit.json and PNG figures to ``--out``
@@ -8,532 +8,102 @@
 ``pairht experiment``      the compute-matched comparison over seeds (``pairht_demo.experiment``)
 ``pairht audit-demo``      a short audit of a synthetic population (under a minute)
 
-Heavy imports (numpy, the audit, matplotlib) happen inside the commands, so ``--help`` is
-instant; torch is imported only by ``demo``, through the TRL adapter. Every user
-error (bad path, malformed population, bad option value) prints one line ``Error: ...`` on
-stderr and exits with status 2.
+The commands live in :mod:`pairht._cli_app`, which imports typer; this module imports nothing
+optional, so that :func:`main` still runs on the core install (numpy, scipy, numba only) and
+can say which extra a command needs instead of failing with a traceback. Its other names
+(``app``, ``Predictions``, ...) are those of :mod:`pairht._cli_app`, loaded on first use.
+
+Every user error prints one line on stderr and exits with status 2: ``Error: ...`` for a bad
+path, a malformed population or a bad option value, and
+``pairht: the 'demo' command needs torch; install it with pip install "pairht[trl]"`` for a
+missing optional dependency.
 """
 
 from __future__ import annotations
 
-import enum
-import os
+import importlib
 import sys
 from typing import Any
 
-import typer
-
-app = typer.Typer(
-    name="pairht",
-    help="PAIR: pairwise-aware inclusion reweighting for RLVR. Estimator audits and demos.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-audit_app = typer.Typer(
-    help="Frozen-population estimator audit (PAIR paper, Table audit-matrix).",
-    invoke_without_command=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-app.add_typer(audit_app, name="audit")
-
-
-class Reward(str, enum.Enum):
-    binary = "binary"
-    partial = "partial"
-
-
-class Calibration(str, enum.Enum):
-    oracle = "oracle"
-    noisy = "noisy"
-    miscalibrated = "miscalibrated"
-
-
-class Axis(str, enum.Enum):
-    budget = "budget"
-    pi_min = "pi_min"
-    G = "G"
-    calibration = "calibration"
-
-
-def _fail(exc: BaseException) -> typer.Exit:
-    """Print ``Error: <one line>`` on stderr; the caller raises the returned Exit(2)."""
-    msg = " ".join(str(exc).split()) or type(exc).__name__
-    typer.echo(f"Error: {msg}", err=True)
-    return typer.Exit(code=2)
-
-
-# ---------------------------------------------------------------------- shared options
-POPULATION = typer.Option(
-    None, "--population", "-p",
-    help="Population file (.npz, pairht population format v1; see docs/audit.md). "
-         "Default: a synthetic population built from the --prompts/--group-size/... options.")
-PROMPTS = typer.Option(64, "--prompts", min=1, help="Synthetic population: number of prompts P.")
-GROUP = typer.Option(16, "--group-size", "-G", min=2,
-                     help="Synthetic population: candidates per prompt G.")
-REWARD = typer.Option(Reward.binary, "--reward",
-                      help="Synthetic population: binary or partial-credit rewards.")
-CALIB = typer.Option(Calibration.oracle, "--calibration",
-                     help="Synthetic population: prefix predictions p_hat, c_hat are the true "
-                          "conditional values (oracle), noisy, or overconfident and biased "
-                          "(miscalibrated).")
-NOISE = typer.Option(0.5, "--noise", min=0.0,
-                     help="Synthetic population: prediction noise of noisy/miscalibrated.")
-BUDGET = typer.Option(0.5, "--budget", min=0.0, max=1.0,
-                      help="Target expected REALISED suffix tokens as a fraction of the full "
-                           "cost (realised suffix tokens of every unfinished candidate; "
-                           "finished ones are kept for free). Each row's budget is solved by "
-                           "bisection so that it spends exactly this.")
-PI_MIN = typer.Option(0.08, "--pi-min", min=0.0, max=1.0,
-                      help="Probability floor of the adaptive allocations (positivity).")
-SEED = typer.Option(0, "--seed", help="Seed of the synthetic population and of every draw.")
-ROWS = typer.Option(None, "--rows",
-                    help="Comma-separated row keys to audit (default: all; see --list-rows).")
-ENUM = typer.Option(4096, "--enum-limit", min=1,
-                    help="Exact metrics of ratio estimators (Hajek) enumerate the design "
-                         "support when 2**G is at most this; otherwise they are n/a.")
-AXIS = typer.Option(..., "--axis", help="What to vary: budget ratio, pi_min, group size G "
-                                         "(synthetic only) or calibration (synthetic only).")
-ALPHA = typer.Option(1e-4, "--alpha", min=0.0, max=1.0,
-                     help="Level of the exact-vs-Monte-Carlo consistency tests (flags).")
-
-
-def _population(population: str | None, prompts: int, group_size: int, reward: Reward,
-                calibration: Calibration, noise: float, seed: int, prefix_tokens: int = 256,
-                predictions: str = "stored") -> Any:
-    from pairht.audit import load_population, synthetic_population, with_predictions
-
-    if population is not None:
-        return with_predictions(load_population(population), predictions)
-    pop = synthetic_population(prompts, group_size, reward=reward.value,
-                               calibration=calibration.value, noise=noise,
-                               prefix_tokens=prefix_tokens, rng=seed)
-    return with_predictions(pop, predictions)
-
-
-class Predictions(str, enum.Enum):
-    # pairht.audit.PREDICTIONS, spelled out so that --help needs no numpy (tests/test_cli.py
-    # checks the two agree)
-    stored = "stored"
-    prompt_mean = "prompt_mean"
-    hindsight = "hindsight"
-    shrunk_slope = "shrunk_slope"
-    shrunk_skill = "shrunk_skill"
-
-
-PREDICTIONS_OPT = typer.Option(
-    Predictions.stored, "--predictions",
-    help="Prefix predictions the allocations see: the population's own (stored; the "
-         "synthetic --calibration oracle stores the true conditional values), uninformative "
-         "(prompt_mean: every candidate gets its prompt's mean p_hat and c_hat), "
-         "hindsight-perfect (hindsight: p_hat = reward, c_hat = realised suffix tokens), or "
-         "the stored ones shrunk toward their group mean as the trainer does (shrunk_slope: "
-         "by their reliability slope, the default; shrunk_skill: by their Brier skill).")
-PREFIX_TOKENS = typer.Option(256, "--prefix-tokens", min=0,
-                             help="Synthetic population: prefix checkpoint tau (tokens every "
-                                  "candidate generates before the allocation).")
-
-
-def _summary(result: Any, seed: int, row: str = "pair") -> str | None:
-    """The line naming the best baseline and PAIR's exact MSE ratio to it (bootstrap interval
-    over prompts); also stores every row's ratio to that baseline as ``ratio_to_best``."""
-    from pairht.audit import compare_to_baselines
-
-    try:
-        comp = compare_to_baselines(result, row, seed=seed)
-    except ValueError:
-        return None  # no exact MSE for pair or for any baseline (rows or --draws chosen so)
-    for r in result.rows:
-        if r.key in comp.ratios:
-            r.metrics["ratio_to_best"] = comp.ratios[r.key]
-    return comp.line()
-
-
-def _row_keys(rows: str | None) -> list[str] | None:
-    if rows is None:
-        return None
-    from pairht.audit.rows import select_rows
-
-    keys = [k.strip() for k in rows.split(",") if k.strip()]
-    if not keys:
-        raise ValueError(
-            f"--rows must name at least one row (comma-separated keys, see --list-rows); "
-            f"got {rows!r}. Leave --rows out to audit every row."
-        )
-    select_rows(keys)  # validates
-    return keys
-
-
-def _check_seed(seed: int) -> None:
-    """``--seed`` seeds ``numpy.random.default_rng``, which takes non-negative integers only."""
-    if seed < 0:
-        raise ValueError(f"--seed must be a non-negative integer (it seeds numpy's "
-                         f"default_rng); got {seed}")
-
-
-def _check_settings(keys: list[str] | None, budget: float, pi_min: float, *,
-                    pop: Any = None, group_sizes: tuple[int, ...] = ()) -> None:
-    """Refuse up front what would make rows fail later, naming the options.
-
-    * ``--pi-min`` above ``--budget``: every adaptive allocation puts ``pi_i >= pi_min`` on
-      every candidate, so its expected cost is at least ``pi_min`` times the full group's,
-      more than the budget ``budget`` times it: infeasible on every prompt.
-    * the exact covariance of fixed-size designs needs ``C(G,3) + C(G,4)`` inclusion
-      probabilities, refused above ``MAX_INCLUSION_TABLE`` (``G <= 168``).
-    """
-    import math
-
-    from pairht.audit.rows import select_rows
-    from pairht.estimators.covariance import MAX_INCLUSION_TABLE
-
-    rows = select_rows(keys)
-    floored = [r.key for r in rows if getattr(r, "allocation", "full") != "full"]
-    if floored and pi_min > budget:
-        raise ValueError(
-            f"--pi-min {pi_min} exceeds --budget {budget}: the adaptive rows "
-            f"({', '.join(floored)}) give every candidate pi >= pi_min, so their expected "
-            f"suffix cost is at least {pi_min} of the full group's, more than the budget "
-            f"{budget} of it; lower --pi-min or raise --budget"
-        )
-    exact = [r.key for r in rows if getattr(r, "design", "bernoulli") != "bernoulli"]
-    sizes = group_sizes + ((pop.group_size,) if pop is not None else ())
-    for g in sizes:
-        if exact and math.comb(g, 3) + math.comb(g, 4) > MAX_INCLUSION_TABLE:
-            raise ValueError(
-                f"--group-size G = {g} is too large for the exact covariance of the fixed-size "
-                f"rows ({', '.join(exact)}): it needs C(G,3) + C(G,4) = "
-                f"{math.comb(g, 3) + math.comb(g, 4)} inclusion probabilities, more than "
-                f"MAX_INCLUSION_TABLE = {MAX_INCLUSION_TABLE} (G <= 168); use a smaller G or "
-                f"leave those rows out of --rows"
-            )
-
-
-def _print_table(result: Any, title: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from pairht.audit.report import COMPACT, compact_cells
-
-    table = Table(title=title, title_justify="left")
-    table.add_column("Design")
-    for head, _, _ in COMPACT:
-        table.add_column(head, justify="right")
-    table.add_column("Check")
-    for r in result.rows:
-        check = "" if not r.ok else ("[green]ok[/]" if r.consistent else "[red]FLAG[/]")
-        table.add_row(r.label, *compact_cells(r), check)
-    console = Console(width=max(Console().width, 180))
-    console.print(table)
-    for r in result.rows:
-        for f in r.flags:
-            console.print(f"[red]flag[/] {r.key}: {f}")
-        for n in r.notes:
-            console.print(f"[yellow]note[/] {r.key}: {n}")
-
-
-def _run_with_progress(pop: Any, keys: list[str] | None, cfg: Any, draws: int,
-                       quiet: bool) -> Any:
-    from pairht.audit import run_audit
-    from pairht.audit.rows import select_rows
-
-    n_rows = len(select_rows(keys))
-    if quiet or draws == 0:
-        return run_audit(pop, keys, cfg, n_draws=draws)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), transient=True) as bar:
-        task = bar.add_task("Monte Carlo", total=n_rows * pop.n_prompts)
-
-        def tick(key: str, done: int, total: int) -> None:
-            bar.update(task, advance=1, description=f"Monte Carlo [{key}]")
-
-        return run_audit(pop, keys, cfg, n_draws=draws, progress=tick)
-
-
-# ---------------------------------------------------------------------- pairht audit
-@audit_app.callback()
-def audit(
-    ctx: typer.Context,
-    population: str | None = POPULATION,
-    prompts: int = PROMPTS,
-    group_size: int = GROUP,
-    reward: Reward = REWARD,
-    calibration: Calibration = CALIB,
-    noise: float = NOISE,
-    prefix_tokens: int = PREFIX_TOKENS,
-    predictions: Predictions = PREDICTIONS_OPT,
-    compare: str | None = typer.Option(
-        None, "--compare",
-        help="Row the summary line compares with the best baseline (exact MSE ratio, "
-             "bootstrap interval over prompts); default pair_width (PAIR choosing its "
-             "prefix width from history) when it ran, else pair."),
-    budget: float = BUDGET,
-    pi_min: float = PI_MIN,
-    draws: int = typer.Option(50_000, "--draws", min=0,
-                              help="Monte Carlo design draws per prompt and row (0: exact "
-                                   "metrics only)."),
-    rows: str | None = ROWS,
-    seed: int = SEED,
-    out: str = typer.Option("audit-out", "--out", "-o",
-                            help="Directory for audit.csv, audit.json and the PNG figures "
-                                 "(created if missing)."),
-    figures: bool = typer.Option(True, "--figures/--no-figures",
-                                 help="Write the PNG figures (needs matplotlib)."),
-    cost_budgets: str = typer.Option("0.25,0.5,0.75", "--cost-budgets",
-                                     help="Budgets of the MSE-vs-suffix-tokens figure."),
-    enum_limit: int = ENUM,
-    alpha: float = ALPHA,
-    list_rows: bool = typer.Option(False, "--list-rows", help="List the row keys and exit."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-) -> None:
-    """Audit every design/estimator row at matched expected suffix cost.
-
-    Prints the table (exact bias and MSE, Monte Carlo MSE with standard error, E[cos],
-    vertices, edges, relative suffix tokens, ESS, max weight, design wall-clock, and whether
-    exact and Monte Carlo agree) and writes audit.csv, audit.json, audit.md and the figures
-    bias_mse.png, mse_tokens.png and mechanism.png to --out.
-    """
-    if ctx.invoked_subcommand is not None:
-        return
-    try:
-        from pairht.audit import AuditConfig
-        from pairht.audit.rows import ROWS as REGISTRY
-
-        if list_rows:
-            for key, row in REGISTRY.items():
-                typer.echo(f"{key:24s} {row.group:11s} {row.label}")
-            return
-        _check_seed(seed)
-        keys = _row_keys(rows)
-        budgets = _floats("cost-budgets", cost_budgets)
-        pop = _population(population, prompts, group_size, reward, calibration, noise, seed,
-                          prefix_tokens, predictions.value)
-        _check_settings(keys, budget, pi_min, pop=pop)
-        cfg = AuditConfig(budget_ratio=budget, pi_min=pi_min, seed=seed, enum_limit=enum_limit,
-                          alpha=alpha)
-        _writable(out)
-        result = _run_with_progress(pop, keys, cfg, draws, quiet)
-        if compare is None:
-            compare = "pair_width" if any(r.key == "pair_width" for r in result.rows) \
-                else "pair"
-        summary = _summary(result, seed, compare)
-        _print_table(result, f"PAIR audit: P={pop.n_prompts}, G={pop.group_size}, realised "
-                             f"suffix tokens {budget} of the full cost, predictions "
-                             f"{predictions.value}, {draws} draws")
-        if summary is not None:
-            typer.echo(f"Summary: {summary}")
-        written = _write_audit(result, out, summary)
-        if figures:
-            from pairht.audit import plots
-            from pairht.audit.sweep import budget_curve
-
-            curve = budget_curve(pop, keys, cfg, budgets, n_draws=min(draws, 5000),
-                                 main=result)
-            written += [os.path.basename(p) for p in (
-                plots.bias_mse(result, os.path.join(out, "bias_mse.png")),
-                plots.mse_tokens(curve, os.path.join(out, "mse_tokens.png")),
-                plots.mechanism(pop, cfg, os.path.join(out, "mechanism.png")),
-            )]
-        typer.echo(f"wrote {', '.join(written)} to {out}")
-    except (ValueError, TypeError, OSError) as exc:
-        raise _fail(exc) from None
-
-
-def _check_sweep(axis: Axis, vals: list[Any] | None, keys: list[str] | None, budget: float,
-                 pi_min: float, base: Any) -> None:
-    """:func:`_check_settings` at every point of the sweep (defaults of run_sweep included)."""
-    from pairht.audit.sweep import AXES
-
-    points = vals if vals is not None else list(AXES[axis.value])
-    if axis == Axis.budget:
-        for b in points:
-            _check_settings(keys, float(b), pi_min, pop=base)
-    elif axis == Axis.pi_min:
-        for p in points:
-            _check_settings(keys, budget, float(p), pop=base)
-    elif axis == Axis.G:
-        _check_settings(keys, budget, pi_min, group_sizes=tuple(int(g) for g in points))
-    else:
-        _check_settings(keys, budget, pi_min, pop=base)
-
-
-def _floats(name: str, text: str) -> list[float]:
-    try:
-        vals = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"--{name} must be comma-separated numbers; got {text!r}") from None
-    if not vals:
-        raise ValueError(f"--{name} must list at least one value; got {text!r}")
-    return vals
-
-
-def _write_audit(result: Any, out: str, summary: str | None) -> list[str]:
-    """Write audit.csv, audit.json and audit.md (with the summary line, if any) to ``out``."""
-    from pairht.audit import to_csv, to_json, to_markdown
-
-    to_csv(result, os.path.join(out, "audit.csv"))
-    to_json(result, os.path.join(out, "audit.json"))
-    with open(os.path.join(out, "audit.md"), "w") as fh:
-        fh.write(to_markdown(result) + "\n" + (f"\nSummary: {summary}\n" if summary else ""))
-    return ["audit.csv", "audit.json", "audit.md"]
-
-
-def _writable(out: str) -> None:
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"--out must be a directory; {out} is a file")
-    os.makedirs(out, exist_ok=True)
-    if not os.access(out, os.W_OK):
-        raise ValueError(f"--out directory is not writable: {out}")
-
-
-# ---------------------------------------------------------------------- pairht audit sweep
-@audit_app.command("sweep")
-def sweep(
-    axis: Axis = AXIS,
-    values: str | None = typer.Option(
-        None, "--values",
-        help="Comma-separated values of the axis (defaults: budget 0.25,0.375,0.5,0.625,0.75; "
-             "pi_min 0.02,0.05,0.08,0.15; G 4,8,16,32; calibration "
-             "oracle,noisy,miscalibrated)."),
-    population: str | None = POPULATION,
-    prompts: int = typer.Option(32, "--prompts", min=1,
-                                help="Synthetic population: number of prompts P."),
-    group_size: int = GROUP,
-    reward: Reward = REWARD,
-    calibration: Calibration = CALIB,
-    noise: float = NOISE,
-    budget: float = BUDGET,
-    pi_min: float = PI_MIN,
-    draws: int = typer.Option(5_000, "--draws", min=0,
-                              help="Monte Carlo draws per prompt, row and sweep point."),
-    rows: str | None = typer.Option(
-        "uniform_ht,pointwise_ht,direct_edge_ht,adaptive_unweighted,pair,pair_cps",
-        "--rows", help="Comma-separated row keys."),
-    seed: int = SEED,
-    out: str = typer.Option("audit-out", "--out", "-o",
-                            help="Directory for sweep_<axis>.csv and sweep_<axis>.png."),
-    enum_limit: int = ENUM,
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
-) -> None:
-    """Run the audit across one axis; write one CSV and one figure."""
-    try:
-        from pairht.audit import AuditConfig, plots
-        from pairht.audit.sweep import run_sweep, sweep_to_csv
-
-        _check_seed(seed)
-        keys = _row_keys(rows)
-        if population is not None and axis in (Axis.G, Axis.calibration):
-            raise ValueError(f"--axis {axis.value} regenerates the synthetic population; it "
-                             f"cannot be swept on --population {population}")
-        vals: list[Any] | None = None
-        if values is not None:
-            vals = ([v.strip() for v in values.split(",") if v.strip()]
-                    if axis == Axis.calibration else _floats("values", values))
-        base = _population(population, prompts, group_size, reward, calibration, noise, seed)
-        _check_sweep(axis, vals, keys, budget, pi_min, base)
-        cfg = AuditConfig(budget_ratio=budget, pi_min=pi_min, seed=seed, enum_limit=enum_limit)
-        _writable(out)
-
-        def say(msg: str) -> None:
-            if not quiet:
-                typer.echo(msg, err=True)
-
-        table = run_sweep(axis.value, base, keys, cfg, vals, n_draws=draws,
-                          synthetic=None if population is not None else {
-                              "n_prompts": prompts, "reward": reward.value,
-                              "calibration": calibration.value, "noise": noise,
-                              "rng": seed, "G": group_size},
-                          log=say)
-        csv_path = os.path.join(out, f"sweep_{axis.value}.csv")
-        sweep_to_csv(table, csv_path)
-        png = plots.sweep_figure(table, axis.value, os.path.join(out, f"sweep_{axis.value}.png"))
-        typer.echo(f"wrote {os.path.basename(csv_path)}, {os.path.basename(png)} to {out}")
-    except (ValueError, TypeError, OSError) as exc:
-        raise _fail(exc) from None
-
-
-# ---------------------------------------------------------------------- pairht audit-demo
-@app.command("audit-demo")
-def audit_demo(
-    prompts: int = typer.Option(16, "--prompts", min=1, help="Synthetic prompts P."),
-    group_size: int = typer.Option(8, "--group-size", "-G", min=2, help="Candidates G."),
-    draws: int = typer.Option(20_000, "--draws", min=0, help="Monte Carlo draws per prompt."),
-    seed: int = SEED,
-    out: str | None = typer.Option(None, "--out", "-o",
-                                   help="Also write audit.csv/json/md here."),
-) -> None:
-    """A short audit of a synthetic population (oracle predictions, budget 0.5): the table."""
-    try:
-        from pairht.audit import AuditConfig, synthetic_population
-
-        _check_seed(seed)
-        pop = synthetic_population(prompts, group_size, rng=seed)
-        keys = ["full", "uniform_ht", "pointwise_ht", "direct_edge_ht", "adaptive_unweighted",
-                "marginal_only", "pair", "pair_score_norm", "pair_cps", "pair_drr", "pair_clip20",
-                "pair_hajek"]
-        result = _run_with_progress(pop, keys, AuditConfig(seed=seed), draws, False)
-        _print_table(result, f"PAIR demo audit: synthetic P={prompts}, G={group_size}, "
-                             f"budget 0.5, {draws} draws")
-        if out is not None:
-            _writable(out)
-            typer.echo(f"wrote {', '.join(_write_audit(result, out, None))} to {out}")
-    except (ValueError, TypeError, OSError) as exc:
-        raise _fail(exc) from None
-
-
-#: Commands whose arguments (``--help`` included) all pass through to the demo package.
-_PASS_THROUGH: dict[str, Any] = {
-    "context_settings": {"allow_extra_args": True, "ignore_unknown_options": True,
-                         "help_option_names": []},
-    "add_help_option": False,
+#: Top-level module of each optional dependency -> the extra of ``pyproject.toml`` that
+#: installs it (``pip install "pairht[<extra>]"``). An ``ImportError`` of any other module is
+#: a bug, and keeps its traceback.
+OPTIONAL_DEPENDENCIES: dict[str, str] = {
+    **dict.fromkeys(("typer", "click", "rich", "tqdm", "matplotlib"), "cli"),
+    **dict.fromkeys(("torch", "transformers", "trl", "accelerate", "threadpoolctl", "datasets",
+                     "tokenizers", "safetensors", "huggingface_hub"), "trl"),
+    "math_verify": "verify",
+    "gguf": "real",
+    "vllm": "vllm",
 }
 
 
-# ---------------------------------------------------------------------- pairht demo
-@app.command("demo", **_PASS_THROUGH)
-def demo(ctx: typer.Context) -> None:
-    """The main demo: PAIR vs GRPO training on a tiny task on CPU (needs the `trl` extra).
+def missing_dependency_message(exc: ImportError, argv: list[str]) -> str | None:
+    """The one line for an ``ImportError`` of an optional dependency, else ``None``.
 
-    Prints a table of held-out reward, generated tokens and wall-clock, and saves a plot of
-    reward vs generated tokens; `pairht demo --help` lists the options, which pass through.
+    Parameters
+    ----------
+    exc : ImportError
+        The error; its ``name`` (set by Python's import system, e.g. ``"torch.nn"``) says
+        which module is missing.
+    argv : list of str
+        The command's arguments: the first one that is not an option names the command.
 
-    Implemented by the TRL adapter as ``pairht_demo.demo.main(argv: list[str])``; imported
-    only when this command runs, so no other command ever imports torch.
+    Returns
+    -------
+    str or None
+        ``pairht: the 'demo' command needs torch; install it with pip install "pairht[trl]"``,
+        or ``None`` when ``exc`` is not about a module of :data:`OPTIONAL_DEPENDENCIES`.
+
+    Examples
+    --------
+    >>> err = ModuleNotFoundError("No module named 'typer'", name="typer")
+    >>> print(missing_dependency_message(err, ["audit", "--budget", "0.5"]))
+    pairht: the 'audit' command needs typer; install it with pip install "pairht[cli]"
+    >>> missing_dependency_message(ImportError("cannot import name 'x'"), ["audit"]) is None
+    True
     """
-    _delegate("demo", "pairht_demo.demo", ctx)
-
-
-# ---------------------------------------------------------------------- pairht experiment
-@app.command("experiment", **_PASS_THROUGH)
-def experiment(ctx: typer.Context) -> None:
-    """The compute-matched comparison: PAIR vs GRPO and small-group GRPO at equal tokens.
-
-    Trains every arm over several seeds and writes a markdown report with figures (see
-    docs/experiment.md); `pairht experiment --help` lists the options, which pass through to
-    ``pairht_demo.experiment.main``.
-    """
-    _delegate("experiment", "pairht_demo.experiment", ctx)
-
-
-def _delegate(command: str, module: str, ctx: typer.Context) -> None:
-    """Run ``module.main(args)`` of the TRL-side demo package (imports torch only here)."""
-    import importlib
-
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        raise _fail(ValueError(f"{command} needs the TRL adapter (pip install "
-                               f"'pairht[trl]'); {exc}")) from None
-    code = mod.main(list(ctx.args))
-    if code:
-        raise typer.Exit(code=int(code))
+    module = (exc.name or "").split(".")[0]
+    extra = OPTIONAL_DEPENDENCIES.get(module)
+    if extra is None:
+        return None
+    command = next((a for a in argv if not a.startswith("-")), None)
+    what = "the pairht command" if command is None else f"the {command!r} command"
+    return f'pairht: {what} needs {module}; install it with pip install "pairht[{extra}]"'
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``pairht`` console script."""
-    app(args=argv if argv is not None else sys.argv[1:], prog_name="pairht")
+    """Entry point of the ``pairht`` console script.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default ``sys.argv[1:]``).
+
+    Raises
+    ------
+    SystemExit
+        Status 2 with one line on stderr when the command needs an optional dependency that
+        is not installed (:func:`missing_dependency_message`); otherwise the command's own.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        # imported here, not at the top: typer is the 'cli' extra, absent on a core install
+        app = importlib.import_module("pairht._cli_app").app
+        app(args=args, prog_name="pairht")
+    except ImportError as exc:
+        line = missing_dependency_message(exc, args)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def __getattr__(name: str) -> Any:
+    """``pairht.cli.app`` and the other names of :mod:`pairht._cli_app` (imports typer)."""
+    if name.startswith("__"):  # dunder probes (copy, pickle, doctest) are not commands
+        raise AttributeError(f"module 'pairht.cli' has no attribute {name!r}")
+    return getattr(importlib.import_module("pairht._cli_app"), name)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,6 +7,8 @@ raise ``TypeError``; wrong values raise ``ValueError``.
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ from pairht.allocation import (
     allocate,
     auto_size,
     diagnostics,
+    disagreement,
     edge_proxy,
     estimate_multipliers,
     kkt_residual,
@@ -240,3 +243,101 @@ def test_baselines_name_their_arguments():
         uniform_allocation(C, 500.0, pi_min="0.1")
     with pytest.raises(ValueError, match="kind must be one of"):
         edge_proxy(P, kind="energies")
+
+
+# ------------------------------------------------------------------ issue: new user's findings
+def _peak_bytes(fn):
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+BIG_G = 100_000  # its G x G float64 table is 74.5 GiB: numpy raised MemoryError deep inside
+
+
+@pytest.mark.parametrize("call", [
+    lambda p, c: allocate(p, c, 0.5 * BIG_G),
+    lambda p, c: reference_slsqp(p, c, 0.5 * BIG_G),
+    lambda p, c: auto_size(p, c, 0.5 * BIG_G),
+    lambda p, c: edge_proxy(p),
+    lambda p, c: disagreement(p),
+], ids=["allocate", "reference_slsqp", "auto_size", "edge_proxy", "disagreement"])
+def test_a_group_too_large_for_memory_is_refused_by_name_before_allocating(call):
+    p, c = np.full(BIG_G, 0.5), np.ones(BIG_G)
+
+    def refused():
+        with pytest.raises(ValueError, match=r"the G x G pair table of p_hat with shape "
+                                             r"\(100000,\) .*G = 100000\) needs 10000000000 "
+                                             r"float64 values \(74\.5 GiB\), more than "
+                                             r"MAX_TABLE_BYTES \(1\.0 GiB\)"):
+            call(p, c)
+
+    # refused up front: a few copies of the (G,) inputs, not a slice of the table
+    assert _peak_bytes(refused) < 16 * 2**20
+
+
+def test_the_limit_counts_every_problem_of_a_batch(monkeypatch):
+    # a limit of ten 64 x 64 tables: one group fits, a batch of 20 in one call does not
+    monkeypatch.setattr("pairht._validation.MAX_TABLE_BYTES", 10 * 8 * 64 * 64)
+    p, c = np.full((20, 64), 0.5), np.ones((20, 64))
+    assert allocate(p[0], c[0], 32.0).converged
+    with pytest.raises(ValueError, match=r"shape \(20, 64\) \(20 problem\(s\) x G x G, "
+                                         r"G = 64\) needs 81920 float64 values.*split the "
+                                         r"batch"):
+        allocate(p, c, 32.0)
+
+
+def test_p_hat_out_of_range_is_called_a_success_prediction_not_an_inclusion_probability():
+    # the old message said "(they are inclusion probabilities)" of p_hat, which they are not
+    with pytest.raises(ValueError) as info:
+        allocate([0.1, 1.5, 0.9, 0.5], C, 500.0)
+    msg = str(info.value)
+    assert msg.startswith("p_hat must lie in [0, 1] (p_hat are success predictions); "
+                          "p_hat[1] = 1.5"), msg
+    assert "inclusion" not in msg
+    # a design's pi still is one: the role follows the argument, not a fixed phrase
+    with pytest.raises(ValueError, match=r"warm_start are inclusion probabilities"):
+        allocate(P, C, 500.0, warm_start=[0.5, 0.5, 0.5, 1.5])
+
+
+SCALAR_TYPES = {"objective": float, "kkt_residual": float, "iterations": int, "status": str,
+                "converged": bool, "fallback_used": bool, "expected_cost": float,
+                "unspent_budget": float, "budget_multiplier": float, "size_multiplier": float,
+                "size": int}
+
+
+@pytest.mark.parametrize("solve", [
+    lambda: allocate(P, C, 500.0),
+    lambda: allocate(P, C, 500.0, size="auto"),
+    lambda: allocate([0.5] * 4, C, 2000.0),  # closed form ("full")
+    lambda: reference_slsqp(P, C, 500.0),
+], ids=["optimal", "auto_size", "closed_form", "reference_slsqp"])
+def test_a_single_problems_result_fields_are_python_scalars_not_0d_arrays(solve):
+    # they were 0-d arrays: status=array('optimal', dtype='<U7')
+    res = solve()
+    for name, kind in SCALAR_TYPES.items():
+        value = getattr(res, name)
+        assert type(value) is kind, f"{name} = {value!r} is a {type(value).__name__}"
+    assert isinstance(res.pi, np.ndarray) and res.pi.shape == (4,)
+    assert f"status='{res.status}'" in repr(res)
+
+
+def test_a_batchs_result_fields_stay_arrays_of_the_batch_shape():
+    res = allocate([P, P], [C, C], 500.0)
+    for name in SCALAR_TYPES:
+        assert np.shape(getattr(res, name)) == (2,), name
+    assert res.status.tolist() == ["optimal", "optimal"]
+
+
+def test_single_design_diagnostics_are_python_floats():
+    res = allocate(P, C, 500.0)
+    d = diagnostics(res.pi, C, result=res)
+    for name, value in d.as_dict().items():
+        if name != "pi":
+            assert type(value) is float, f"{name} = {value!r}"
+    assert d.residual == res.kkt_residual
+    batched = diagnostics(np.tile(res.pi, (2, 1)), np.tile(C, (2, 1)))
+    assert batched.expected_edges.shape == (2,)

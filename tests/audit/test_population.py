@@ -146,6 +146,49 @@ def test_load_rejects_a_missing_path_and_non_npz_files(tmp_path):
         load_population(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        # neither zip nor .npy: numpy reads such a file as a pickle and used to answer "contains
+        # pickled (object) data ... allow_pickle=", steering toward unpickling untrusted bytes
+        (np.random.default_rng(0).bytes(4096),
+         r"^population: .*random\.npz is not a \.npz archive \(numpy cannot read it as a zip "
+         r"file, which every \.npz is\)$"),
+        (b"", r"is not a \.npz archive"),
+        (b"PK\x03\x04 then garbage",
+         r"^population: .*random\.npz is a corrupt \.npz archive \(BadZipFile: "),
+    ],
+    ids=["random-bytes", "empty", "zip-header-only"],
+)
+def test_a_file_that_is_not_an_npz_says_what_it_is_not_and_never_mentions_pickles(
+        tmp_path, content, match):
+    path = tmp_path / "random.npz"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=match) as info:
+        load_population(path)
+    assert "pickle" not in str(info.value)
+
+
+def test_a_single_npy_array_is_named_as_such(tmp_path):
+    path = tmp_path / "one.npz"
+    with open(path, "wb") as fh:
+        np.save(fh, np.zeros(3))
+    with pytest.raises(ValueError, match=r"one\.npz is a single \.npy array, not a \.npz "
+                                         r"archive"):
+        load_population(path)
+
+
+def test_a_damaged_member_of_the_archive_is_named_corrupt_not_a_traceback(tmp_path, pop):
+    path = tmp_path / "damaged.npz"
+    save_population(path, pop)  # compressed: a flipped byte breaks zlib or the CRC
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 64] = bytes(64)
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"damaged\.npz is a corrupt \.npz archive"):
+        load_population(path)
+
+
 def test_meta_must_be_json(tmp_path, pop):
     path = _write(tmp_path / "m.npz", format_version=1, meta=np.array("{oops"), **_arrays(pop))
     with pytest.raises(ValueError, match="meta is not valid JSON"):

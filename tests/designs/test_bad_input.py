@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -190,3 +192,63 @@ def test_support_limit_and_ragged_index_sets_are_refused_by_name():
         d.support(max_units=0)
     with pytest.raises(ValueError, match=r"idx must be a \(k,\) or \(m, k\) array.*ragged"):
         d.inclusion([[0, 1], [2]])
+
+
+# ------------------------------------------------------------------ tables beyond memory
+def _peak_bytes(fn):
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+BIG_N = 100_000  # N x N float64 is 74.5 GiB; CPS's (N + 1) x (n + 1) tables 37 GiB
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda pi: Bernoulli(pi).joint(),
+     r"Bernoulli\.joint\(\) with N = 100000 units \(an N x N table\) needs 10000000000 "
+     r"float64 values \(74\.5 GiB\), more than MAX_TABLE_BYTES \(1\.0 GiB\)"),
+    (lambda pi: DependentRounding(pi).joint(), r"DependentRounding\.joint\(\) with N = 100000"),
+    (lambda pi: ConditionalPoisson(pi),
+     r"ConditionalPoisson with N = 100000 free units and sample size n = 50000 .* needs "
+     r"5000150001 float64 values \(37\.3 GiB\), more than MAX_TABLE_BYTES"),
+    (lambda pi: make_design("mixed_size", pi), r"ConditionalPoisson with N = 100000"),
+], ids=["bernoulli_joint", "dependent_rounding_joint", "conditional_poisson",
+        "mixed_size"])
+def test_tables_beyond_the_memory_limit_are_refused_by_name_before_allocating(call, match):
+    pi = np.full(BIG_N, 0.5)
+
+    def refused():
+        with pytest.raises(ValueError, match=match):
+            call(pi)
+
+    assert _peak_bytes(refused) < 64 * 2**20  # the (N,) vectors, not a table
+
+
+def test_a_sample_size_beyond_the_memory_limit_is_refused_by_name(monkeypatch):
+    monkeypatch.setattr("pairht._validation.MAX_TABLE_BYTES", 8 * 5 * 1000)
+    d = Bernoulli(GOOD)
+    assert d.sample(rng=0, size=1000).shape == (1000, 4)  # 1000 x 5 uniforms: at the limit
+    with pytest.raises(ValueError, match=r"Bernoulli\.sample\(size=1001\) with N = 4 units "
+                                         r"\(a size x \(N \+ 1\) table of uniforms\) needs "
+                                         r"5005 float64 values.*draw in smaller batches"):
+        d.sample(rng=0, size=1001)
+
+
+def test_the_randomized_mixture_sums_its_joints_without_stacking_them():
+    # np.mean over K stacked N x N joints held K + 1 tables; the sum holds two
+    d = RandomizedDependentRounding(np.tile([0.3, 0.7], 200), n_orders=16, rng=0)
+    want = np.mean([p.joint() for p in d.parts], axis=0)
+    got = d.joint()
+    np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
+    peak = _peak_bytes(d.joint)
+    assert peak < 6 * 8 * 400**2, peak  # a few tables, not K = 16 of them
+
+
+def test_a_design_probability_out_of_range_is_called_an_inclusion_probability():
+    with pytest.raises(ValueError, match=r"pi must lie in \[0, 1\] \(pi are inclusion "
+                                         r"probabilities\); pi\[1\] = 1\.5"):
+        Bernoulli([0.5, 1.5])

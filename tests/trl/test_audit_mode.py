@@ -6,11 +6,13 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch
 from pair_helpers import RecordingReward, make_trainer
 
 from pairht.audit.population import load_population
 from pairht_trl.audit_mode import AuditCallback, collect_population, default_score_block
+from pairht_trl.config import RewardFailureWarning, RewardFunctionError
 
 G = 4
 
@@ -87,3 +89,29 @@ def test_callback_writes_populations_that_pairht_audit_reads(tmp_path):
         check=True, capture_output=True, text=True,
     )
     assert (out / "audit.csv").exists()
+
+
+def test_a_raising_reward_in_an_audit_names_the_example_or_is_recorded_when_zero(tmp_path):
+    # the audit scores with the trainer's reward policy: "raise" names the example (the
+    # prompt index), "zero" scores 0 and says so in the population, not in training's count
+    def picky(prompts, completions, completion_ids, **kwargs):
+        if any(p == bad for p in prompts):
+            raise ValueError("unparseable")
+        return [1.0] * len(prompts)
+
+    for policy in ("raise", "zero"):
+        trainer = make_trainer(tmp_path / policy, reward=picky, num_generations=G,
+                               per_device_train_batch_size=G * 2, reward_failure=policy)
+        examples = [dict(trainer.train_dataset[i]) for i in range(3)]
+        bad = examples[2]["prompt"]
+        assert bad not in (examples[0]["prompt"], examples[1]["prompt"])
+        if policy == "raise":
+            with pytest.raises(RewardFunctionError, match=r"'picky' raised on prompt 2 "
+                                                          r"\(candidate 0 of 4, batch row 8\)"):
+                collect_population(trainer, examples)
+            continue
+        with pytest.warns(RewardFailureWarning, match="4 completion"):
+            pop = collect_population(trainer, examples)
+        assert pop.meta["reward_failures"] == G
+        np.testing.assert_array_equal(pop.rewards, [[1.0] * G, [1.0] * G, [0.0] * G])
+        assert trainer._pair_stats["reward_failures"] == 0  # not training's failures

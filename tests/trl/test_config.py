@@ -17,6 +17,11 @@ def make(**kw):
     return PairGRPOConfig(**{**BASE, **kw})
 
 
+def test_a_raising_reward_function_stops_training_unless_zero_is_chosen():
+    assert make().reward_failure == "raise"
+    assert make(reward_failure="zero").reward_failure == "zero"
+
+
 def test_paper_defaults():
     cfg = make(max_completion_length=1024)  # long enough for the paper's tau and snap window
     assert (cfg.mode, cfg.tau, cfg.snap_window, cfg.budget_ratio, cfg.pi_min) == (
@@ -164,6 +169,11 @@ def test_import_is_lazy():
         # TRL's own bool fields too: "no" would switch vLLM on
         (dict(use_vllm="no"), TypeError, "use_vllm must be True or False"),
         (dict(mask_truncated_completions="False"), TypeError, "mask_truncated_completions must be"),
+        # a misspelt policy must not fall back to either behaviour
+        (dict(reward_failure="ignore"), ValueError,
+         r"reward_failure must be one of \('raise', 'zero'\) \(from "
+         r"pairht_trl\.config\.REWARD_FAILURES\); got reward_failure='ignore'"),
+        (dict(reward_failure=None), ValueError, "reward_failure must be one of"),
     ],
 )
 def test_every_field_is_checked_at_construction_with_its_name(kw, exc, match):

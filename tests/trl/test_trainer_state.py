@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from pair_helpers import make_trainer, scored_batch
 
+from pairht_trl.config import RewardFailureWarning, RewardFunctionError
 from pairht_trl.trainer import PAIR_STATE_FILE
 
 
@@ -41,17 +42,25 @@ def test_resume_reproduces_the_next_design_draw(tmp_path):
     assert fresh.design_rng.bit_generator.state != full.design_rng.bit_generator.state
 
 
-def test_reward_exceptions_are_zero_reward_and_counted(tmp_path, caplog):
-    def flaky_reward(prompts, completions, completion_ids, **kwargs):
-        # Crashes on any batch holding an odd-length completion; 1 for every other row.
-        if any(len(ids) % 2 for ids in completion_ids):
-            raise RuntimeError("verifier crashed")
-        return [1.0] * len(completion_ids)
+def _flaky_reward(prompts, completions, completion_ids, **kwargs):
+    # Crashes on any batch holding an odd-length completion; 1 for every other row.
+    if any(len(ids) % 2 for ids in completion_ids):
+        raise RuntimeError("verifier crashed")
+    return [1.0] * len(completion_ids)
 
+
+def _broken_reward(prompts, completions, completion_ids, **kwargs):
+    raise KeyError("answer")
+
+
+def test_reward_exceptions_are_zero_reward_counted_and_warned_only_when_opted_in(tmp_path,
+                                                                                caplog):
     # the masked full batch: its rows are indexed by (prompt, candidate) below
-    trainer = make_trainer(tmp_path, reward=flaky_reward, per_device_train_batch_size=12,
-                           drop_unselected_rows=False)
-    out = scored_batch(trainer, 2)
+    trainer = make_trainer(tmp_path, reward=_flaky_reward, per_device_train_batch_size=12,
+                           drop_unselected_rows=False, reward_failure="zero")
+    with pytest.warns(RewardFailureWarning, match=r"step 1: \d+ reward function call\(s\) "
+                                                  r"raised and were scored 0"):
+        out = scored_batch(trainer, 2)
     draw = trainer.last_draw
     lengths = out["completion_mask"].sum(-1).numpy().reshape(draw.mask.shape)
     odd = draw.mask & (lengths % 2 == 1)
@@ -62,8 +71,72 @@ def test_reward_exceptions_are_zero_reward_and_counted(tmp_path, caplog):
     assert trainer._metrics["train"]["pair/reward_failures"][-1] == odd.sum()
     assert trainer._metrics["train"]["pair/verifier_calls"][-1] == draw.mask.sum()
     # the first failure's traceback is shown once, so a buggy reward function is visible
-    shown = [r for r in caplog.records if "flaky_reward raised" in r.getMessage()]
+    shown = [r for r in caplog.records if "_flaky_reward raised" in r.getMessage()]
     assert len(shown) == 1 and shown[0].exc_info is not None
+    # ... and a later step with failures warns again: the warning is per step, not once
+    failing = make_trainer(tmp_path / "b", reward=_broken_reward, per_device_train_batch_size=12,
+                           reward_failure="zero")
+    for seed in (0, 1):
+        with pytest.warns(RewardFailureWarning, match="reward_failure='zero'"):
+            scored_batch(failing, 2, seed=seed)
+    assert failing._metrics["train"]["pair/reward_failures"] == [
+        float(d["mask"].sum()) for d in failing.draw_history]
+
+
+def test_a_reward_exception_stops_training_by_default_naming_the_function_and_prompt(tmp_path):
+    # a 0 for a crashed verifier is a wrong reward: the default raises, as TRL does
+    trainer = make_trainer(tmp_path, reward=_flaky_reward, per_device_train_batch_size=12,
+                           drop_unselected_rows=False)
+    assert trainer.args.reward_failure == "raise"
+    with pytest.raises(RewardFunctionError,
+                       match=r"reward function '_flaky_reward' raised on prompt [01] "
+                             r"\(candidate \d of 6, batch row \d+\): "
+                             r"RuntimeError\('verifier crashed'\)") as info:
+        scored_batch(trainer, 2)
+    assert isinstance(info.value.__cause__, RuntimeError)  # the function's own exception
+    assert "reward_failure='zero'" in str(info.value)  # and the opt-in is named
+
+
+def test_the_failing_prompt_is_the_one_whose_completion_raised(tmp_path):
+    # the row named must be the row that raised: a reward that fails on one known prompt
+    def picky_reward(prompts, completions, completion_ids, **kwargs):
+        if any(p == bad for p in prompts):
+            raise ValueError("unparseable")
+        return [1.0] * len(prompts)
+
+    trainer = make_trainer(tmp_path, reward=picky_reward, per_device_train_batch_size=12,
+                           drop_unselected_rows=False, budget_ratio=1.0)
+    bad = trainer.train_dataset[1]["prompt"]  # prompt 1 of the batch of 2
+    assert bad != trainer.train_dataset[0]["prompt"]
+    with pytest.raises(RewardFunctionError, match=r"'picky_reward' raised on prompt 1 "):
+        scored_batch(trainer, 2)
+
+
+def test_the_guard_names_the_completion_without_a_batch_map_and_a_batch_only_failure():
+    from pairht_trl.trainer import _GuardedReward
+
+    def batch_shy(prompts, completions, completion_ids, **kwargs):
+        if len(prompts) > 1:  # fails only on a batch: every completion scores alone
+            raise MemoryError("batch too large")
+        return [2.0 if prompts[0] == "q1" else 1.0]
+
+    def second_bad(prompts, completions, completion_ids, **kwargs):
+        if "q1" in prompts:
+            raise ZeroDivisionError("0")
+        return [1.0] * len(prompts)
+
+    call = dict(prompts=["q0", "q1", "q2"], completions=["a"] * 3, completion_ids=[[1]] * 3)
+    with pytest.raises(RewardFunctionError, match=r"'batch_shy' raised on a batch of 3 "
+                                                  r"completions, though each scores alone"):
+        _GuardedReward(batch_shy, {"reward_failures": 0})(**call)
+    with pytest.raises(RewardFunctionError, match=r"'second_bad' raised on completion 1 of the "
+                                                  r"3 it was called with: ZeroDivisionError"):
+        _GuardedReward(second_bad, {"reward_failures": 0})(**call)
+    # "zero" keeps the values that exist and zeroes only the row that raises
+    stats = {"reward_failures": 0}
+    assert _GuardedReward(batch_shy, stats, "zero")(**call) == [1.0, 2.0, 1.0]
+    assert _GuardedReward(second_bad, stats, "zero")(**call) == [1.0, 0.0, 1.0]
+    assert stats["reward_failures"] == 1
 
 
 def test_training_logs_pair_metrics(tmp_path):

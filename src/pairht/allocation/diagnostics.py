@@ -19,6 +19,9 @@ from pairht.estimators._inputs import check_joint, n_pairs
 class AllocationDiagnostics:
     """Diagnostics of a batch of designs; every field has the batch shape ``(...)``.
 
+    For a single design (``pi`` of shape ``(G,)``) every field but ``pi`` is a Python
+    ``float``, not a 0-d array.
+
     Attributes
     ----------
     pi : (..., G)             the probability vector
@@ -34,16 +37,16 @@ class AllocationDiagnostics:
     """
 
     pi: np.ndarray
-    expected_cost: np.ndarray
-    unspent_budget: np.ndarray
-    residual: np.ndarray
-    expected_edges: np.ndarray
-    expected_completed: np.ndarray
-    max_weight: np.ndarray
-    expected_ess: np.ndarray
-    variance_proxy: np.ndarray
+    expected_cost: np.ndarray | float
+    unspent_budget: np.ndarray | float
+    residual: np.ndarray | float
+    expected_edges: np.ndarray | float
+    expected_completed: np.ndarray | float
+    max_weight: np.ndarray | float
+    expected_ess: np.ndarray | float
+    variance_proxy: np.ndarray | float
 
-    def as_dict(self) -> dict[str, np.ndarray]:
+    def as_dict(self) -> dict[str, np.ndarray | float]:
         """The fields as a plain dict (for loggers)."""
         return dataclasses.asdict(self)
 
@@ -97,7 +100,7 @@ def diagnostics(
     Examples
     --------
     >>> d = diagnostics([0.5, 0.5, 1.0], [100.0, 100.0, 200.0])
-    >>> float(d.expected_edges), float(d.max_weight), float(d.expected_ess)
+    >>> d.expected_edges, d.max_weight, d.expected_ess
     (1.25, 4.0, 1.125)
     """
     p = check_probabilities("pi", pi)
@@ -150,14 +153,16 @@ def diagnostics(
         if np.any(bud <= 0):
             raise ValueError(f"budget must be positive; got min {float(bud.min())!r}")
         unspent = bud - cost
-    return AllocationDiagnostics(
-        pi=p,
-        expected_cost=cost,
-        unspent_budget=unspent,
-        residual=resid,
-        expected_edges=edges.sum(axis=-1),
-        expected_completed=p.sum(axis=-1),
-        max_weight=inv.max(axis=-1),
-        expected_ess=np.where(np.isfinite(sum_inv), M * M / sum_inv, 0.0),
-        variance_proxy=vp,
-    )
+    per_problem = {
+        "expected_cost": cost,
+        "unspent_budget": unspent,
+        "residual": resid,
+        "expected_edges": edges.sum(axis=-1),
+        "expected_completed": p.sum(axis=-1),
+        "max_weight": inv.max(axis=-1),
+        "expected_ess": np.where(np.isfinite(sum_inv), M * M / sum_inv, 0.0),
+        "variance_proxy": vp,
+    }
+    if batch == ():  # one problem: plain floats, not 0-d arrays (they log and print as such)
+        return AllocationDiagnostics(pi=p, **{k: float(v) for k, v in per_problem.items()})
+    return AllocationDiagnostics(pi=p, **per_problem)

@@ -159,8 +159,7 @@ def solve_program(
                       b.reshape(m, G), None if warm is None else warm.reshape(m, G),
                       None if sizes is None else sizes.reshape(m), fallback, float(tol),
                       int(max_iter))
-    return AllocationResult(**{k: (v.reshape(*batch, G) if k == "pi" else v.reshape(batch))
-                               for k, v in out.items()})
+    return AllocationResult.from_flat(out, batch, G)
 
 
 def allocate_length_energy(
@@ -189,7 +188,7 @@ def allocate_length_energy(
     --------
     >>> res = allocate_length_energy([0.1, 0.5, 0.9, 0.5], [100.0, 400.0, 200.0, 300.0],
     ...                              500.0, [32, 32, 32, 32])
-    >>> bool(res.converged), round(float(res.expected_cost), 9)
+    >>> res.converged, round(res.expected_cost, 9)
     (True, 500.0)
     """
     p = check_probabilities("p_hat", p_hat)

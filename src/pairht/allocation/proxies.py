@@ -9,15 +9,34 @@ vertex for the covariance of the edges it shares (section "Graph-coupled probabi
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_finite, check_probabilities
+from pairht._validation import check_finite, check_probabilities, check_table_size
 
 ProxyKind = Literal["disagreement", "score_norm", "energy"]
 PROXY_KINDS: tuple[str, ...] = ("disagreement", "score_norm", "energy")
+
+
+def check_pair_table_size(shape: tuple[int, ...], name: str = "p_hat") -> None:
+    """Refuse a ``(..., G)`` input whose ``(..., G, G)`` pair tables exceed the memory limit.
+
+    Every allocation builds several float64 tables of that shape (the proxy ``a``, its
+    normalised copy, the objective's terms), so the size is checked against
+    :data:`pairht._validation.MAX_TABLE_BYTES` before the first is allocated; a
+    ``ValueError`` names ``name``, its shape and the limit.
+    """
+    g = shape[-1] if shape else 0
+    problems = math.prod(shape[:-1])
+    check_table_size(
+        f"the G x G pair table of {name} with shape {shape} ({problems} problem(s) x G x G, "
+        f"G = {g})",
+        problems * g * g,
+        "use fewer candidates per group (G) or split the batch into smaller calls",
+    )
 
 
 def disagreement(p_hat: ArrayLike) -> np.ndarray:
@@ -41,6 +60,7 @@ def disagreement(p_hat: ArrayLike) -> np.ndarray:
     [[0.0, 1.0, 0.5], [1.0, 0.0, 0.5], [0.5, 0.5, 0.0]]
     """
     p = check_probabilities("p_hat", p_hat)
+    check_pair_table_size(p.shape)
     pi, pj = p[..., :, None], p[..., None, :]
     d = pi * (1.0 - pj) + (1.0 - pi) * pj
     g = p.shape[-1]
@@ -110,6 +130,7 @@ def edge_proxy(
     [[0.0, 4.0], [4.0, 0.0]]
     """
     p = check_probabilities("p_hat", p_hat)
+    check_pair_table_size(p.shape)
     if kind not in PROXY_KINDS:
         raise ValueError(f"proxy/kind must be one of {PROXY_KINDS}; got {kind!r}")
     if kind != "score_norm" and score_norm is not None:

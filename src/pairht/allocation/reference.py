@@ -70,7 +70,7 @@ def reference_slsqp(
     Examples
     --------
     >>> res = reference_slsqp([0.2, 0.7, 0.5], [100.0, 300.0, 200.0], budget=300.0)
-    >>> bool(res.converged[()]), abs(float(res.expected_cost) / 300.0 - 1.0) < 1e-5
+    >>> res.converged, abs(res.expected_cost / 300.0 - 1.0) < 1e-5
     (True, True)
     """
     p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
@@ -146,5 +146,4 @@ def reference_slsqp(
         "budget_multiplier": lam_out, "size_multiplier": nu_out,
         "size": np.full(m, -1, dtype=np.int64) if N is None else N.copy(),
     }
-    return AllocationResult(**{k: (v.reshape(*batch, G) if k == "pi" else v.reshape(batch))
-                               for k, v in fields.items()})
+    return AllocationResult.from_flat(fields, batch, G)

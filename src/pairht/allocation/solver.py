@@ -43,7 +43,13 @@ from pairht.allocation.kkt import (
     proxy_gradient,
     proxy_value,
 )
-from pairht.allocation.proxies import PROXY_KINDS, ProxyKind, edge_proxy, shared_vertex_term
+from pairht.allocation.proxies import (
+    PROXY_KINDS,
+    ProxyKind,
+    check_pair_table_size,
+    edge_proxy,
+    shared_vertex_term,
+)
 from pairht.allocation.sizes import (
     EDGE_RTOL,
     FACE_RTOL,
@@ -68,6 +74,9 @@ _START_ROOM = 0.95
 class AllocationResult:
     """Solution of a batch of PAIR allocation problems; every field has the batch shape.
 
+    For a single problem (``p_hat`` of shape ``(G,)``) every field but ``pi`` is a Python
+    scalar of the type named below (``float``, ``int``, ``str`` or ``bool``), not a 0-d array.
+
     **Truthfulness contract.** ``kkt_residual`` is always measured at the returned ``pi``
     with the returned multipliers (:func:`kkt_residual`, see :func:`allocate` for the one
     rounding caveat), ``converged`` is ``kkt_residual <= tol`` and nothing else, and a ``pi``
@@ -79,14 +88,14 @@ class AllocationResult:
     ----------
     pi : (..., G) ndarray
         Continuation probabilities ``pi_i`` in ``[pi_min, 1]``.
-    objective : (...) ndarray
+    objective : (...) ndarray or float
         Variance proxy ``sum_{i<j} a_ij/(pi_i pi_j) + sum_i b_i/pi_i`` at ``pi``.
-    kkt_residual : (...) ndarray
+    kkt_residual : (...) ndarray or float
         Relative KKT residual of the returned ``pi`` with the reported multipliers
         (:func:`kkt_residual`); ``inf`` if ``pi`` holds a NaN.
-    iterations : (...) ndarray of int
+    iterations : (...) ndarray of int, or int
         Interior-point iterations (0 for problems solved in closed form).
-    status : (...) ndarray of str
+    status : (...) ndarray of str, or str
         ``"optimal"`` (interior point), ``"full"`` (``pi = 1``: the budget affords every
         suffix, or ``n = G``), ``"floor"`` (``pi = pi_min``: budget exactly the floor's cost,
         or ``n = G pi_min``), ``"min_cost"`` (size route with the budget exactly the least cost
@@ -96,38 +105,58 @@ class AllocationResult:
         interior point did not reach ``tol``; ``pi`` is its last iterate and may be
         infeasible) and ``"fallback_uniform"`` (that iterate replaced by the uniform fallback,
         which is feasible).
-    converged : (...) ndarray of bool
+    converged : (...) ndarray of bool, or bool
         ``kkt_residual <= tol``: the KKT conditions hold at ``pi`` (so ``pi`` is optimal).
-    fallback_used : (...) ndarray of bool
+    fallback_used : (...) ndarray of bool, or bool
         Whether the uniform fallback replaced a failed solve (only with ``fallback=True``).
-    expected_cost : (...) ndarray
+    expected_cost : (...) ndarray or float
         Predicted expected suffix cost ``sum_i c_i pi_i``.
-    unspent_budget : (...) ndarray
+    unspent_budget : (...) ndarray or float
         ``budget - expected_cost``: predicted tokens the allocation leaves unused. Zero up to
         rounding when the budget binds; positive when it does not (budget above the full
         cost, or a fixed size ``n`` whose optimum costs less than the budget: with tied costs
         ``n`` units cost exactly ``n c`` whatever ``pi``). Negative only by rounding
         (``>= -1e-12 budget``) or with ``status == "max_iterations"``.
-    budget_multiplier : (...) ndarray
+    budget_multiplier : (...) ndarray or float
         Lagrange multiplier ``lambda >= 0`` of the budget (objective units per token).
-    size_multiplier : (...) ndarray
+    size_multiplier : (...) ndarray or float
         Multiplier ``nu`` of ``sum pi = n`` (NaN without ``size``).
-    size : (...) ndarray of int
+    size : (...) ndarray of int, or int
         The ``n`` imposed (``-1`` without ``size``).
     """
 
     pi: np.ndarray
-    objective: np.ndarray
-    kkt_residual: np.ndarray
-    iterations: np.ndarray
-    status: np.ndarray
-    converged: np.ndarray
-    fallback_used: np.ndarray
-    expected_cost: np.ndarray
-    unspent_budget: np.ndarray
-    budget_multiplier: np.ndarray
-    size_multiplier: np.ndarray
-    size: np.ndarray
+    objective: Any
+    kkt_residual: Any
+    iterations: Any
+    status: Any
+    converged: Any
+    fallback_used: Any
+    expected_cost: Any
+    unspent_budget: Any
+    budget_multiplier: Any
+    size_multiplier: Any
+    size: Any
+
+    @classmethod
+    def from_flat(
+        cls, fields: dict[str, np.ndarray], batch: tuple[int, ...], G: int
+    ) -> AllocationResult:
+        """The result of flat ``(m, G)`` solves, given the batch shape ``batch``.
+
+        ``pi`` becomes ``(*batch, G)`` and every other field ``batch``; for a single problem
+        (``batch == ()``) those are Python scalars (``float``, ``int``, ``str``, ``bool``),
+        not 0-d arrays, so they print, compare and serialise as the values they are.
+        """
+        out: dict[str, Any] = {}
+        for key, value in fields.items():
+            if key == "pi":
+                out[key] = value.reshape(*batch, G)
+            elif batch == ():
+                out[key] = value.reshape(()).item()
+            else:
+                out[key] = value.reshape(batch)
+        return cls(**out)
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -346,12 +375,15 @@ def validate_problem(
     """Check an allocation problem; return ``p``, ``c`` (both ``(..., G)``), ``budget``, ``pi_min``.
 
     ``p_hat`` must be probabilities in [0, 1] of shape ``(..., G)``, ``G >= 2`` (``None``
-    raises ``TypeError``: the proxy needs predictions); the rest as :func:`validate_costs`.
+    raises ``TypeError``: the proxy needs predictions), small enough that the ``(..., G, G)``
+    pair tables fit :data:`~pairht._validation.MAX_TABLE_BYTES` (checked before anything is
+    allocated); the rest as :func:`validate_costs`.
     """
     p = check_probabilities("p_hat", p_hat)
     if p.shape[-1] < 2:
         raise ValueError(f"p_hat/c_hat must have shape (..., G) with G >= 2 candidates; got "
                          f"{p.shape}")
+    check_pair_table_size(p.shape)
     c, bud, lo = validate_costs(c_hat, budget, pi_min, shape=p.shape)
     return p, c, bud, lo
 
@@ -503,7 +535,9 @@ def allocate(
     ValueError
         Infeasible or malformed input: budget below the floor's cost (the message reports
         it), non-positive costs, ``p_hat`` outside [0, 1], ``pi_min`` outside (0, 1], NaN,
-        shape mismatch, a size that cannot be met, an unknown proxy.
+        shape mismatch, a size that cannot be met, an unknown proxy, a batch whose
+        ``(..., G, G)`` pair tables would exceed
+        :data:`~pairht._validation.MAX_TABLE_BYTES` (refused before allocating them).
     TypeError
         An argument of the wrong kind: ``p_hat=None``, a non-bool ``fallback`` or
         ``covariance_term``, a non-int ``max_iter``, complex or string arrays.
@@ -512,7 +546,7 @@ def allocate(
     --------
     >>> import numpy as np
     >>> res = allocate([0.1, 0.5, 0.9, 0.5], [100.0, 400.0, 200.0, 300.0], budget=500.0)
-    >>> bool(res.converged), round(float(res.expected_cost), 9)
+    >>> res.converged, round(res.expected_cost, 9)
     (True, 500.0)
     >>> res.pi.round(3).tolist()
     [0.888, 0.385, 0.609, 0.452]
@@ -520,7 +554,7 @@ def allocate(
     Tied costs with a size: the budget is implied by the size and the optimum is not uniform.
 
     >>> res = allocate([0.1, 0.5, 0.9, 0.5, 0.3, 0.7], [100.0] * 6, budget=300.0, size=3)
-    >>> str(res.status), bool(res.converged), round(float(res.objective), 3)
+    >>> res.status, res.converged, round(res.objective, 3)
     ('optimal', True, 156.134)
     """
     p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
@@ -542,8 +576,7 @@ def allocate(
         out = _solve_auto(*flat, fb, tol_, iters)
     else:
         out = _solve_flat(*flat, None if sizes is None else sizes.reshape(m), fb, tol_, iters)
-    return AllocationResult(**{k: (v.reshape(*batch, G) if k == "pi" else v.reshape(batch))
-                               for k, v in out.items()})
+    return AllocationResult.from_flat(out, batch, G)
 
 
 def auto_size(

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -332,7 +334,8 @@ def load_population(path: str | os.PathLike[str]) -> Population:
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If the file is not a readable ``.npz``, is not a population (``format`` key), has an
+        If the file is not a ``.npz`` archive (decided from its first bytes; it is never read
+        as a pickle), is a damaged one, is not a population (``format`` key), has an
         unsupported ``format_version``, misses a key, or breaks any rule of
         :func:`validate_population_arrays` (the message names the key and the rule).
     """
@@ -341,12 +344,7 @@ def load_population(path: str | os.PathLike[str]) -> Population:
         raise FileNotFoundError(f"population file not found: {p}")
     if os.path.isdir(p):
         raise ValueError(f"population path is a directory, not an .npz file: {p}")
-    try:
-        npz = np.load(p, allow_pickle=False)
-    except Exception as exc:  # numpy raises several types for a corrupt archive
-        raise ValueError(f"cannot read {p} as an .npz population file ({exc})") from None
-    if not hasattr(npz, "files"):
-        raise ValueError(f"{p} holds a single array, not an .npz population archive")
+    npz = _open_npz(p)
     with npz:
         keys = set(npz.files)
         if "format_version" not in keys:
@@ -393,11 +391,44 @@ def load_population(path: str | os.PathLike[str]) -> Population:
         raise ValueError(f"{p}: {exc}") from None
 
 
+#: First bytes of a zip archive (every .npz is one; the second form is an empty archive) and
+#: of a single .npy array: what ``numpy.load`` itself tests before it opens a file.
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _open_npz(path: str) -> Any:
+    """``numpy.load(path, allow_pickle=False)`` of a file known to be a zip archive.
+
+    The type is decided from the first bytes, as numpy does, *before* loading: numpy reads a
+    file that is neither zip nor .npy as a pickle, and refuses it with a message about
+    ``allow_pickle``, which is wrong for random bytes and steers a user toward unpickling an
+    untrusted file. A population is never a pickle, so that message is never shown.
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(len(_NPY_MAGIC))
+    if head.startswith(_NPY_MAGIC):
+        raise ValueError(f"population: {path} is a single .npy array, not a .npz archive "
+                         f"(save_population writes the .npz format)")
+    if not head.startswith(_ZIP_MAGIC):
+        raise ValueError(f"population: {path} is not a .npz archive (numpy cannot read it as a "
+                         f"zip file, which every .npz is)")
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as exc:  # zipfile and zlib raise several types for a damaged archive
+        raise ValueError(f"population: {path} is a corrupt .npz archive "
+                         f"({type(exc).__name__}: {exc})") from None
+
+
 def _read_key(npz: Any, key: str, path: str) -> np.ndarray:
     """``npz[key]``, with numpy's refusal of pickled object arrays turned into a message that
-    names the file and the key (numpy's own names neither)."""
+    names the file and the key (numpy's own names neither), and a damaged member into one
+    that says so."""
     try:
         return np.asarray(npz[key])
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise ValueError(f"population: {path} is a corrupt .npz archive: cannot read key "
+                         f"{key!r} ({type(exc).__name__}: {exc})") from None
     except ValueError as exc:
         if "allow_pickle" not in str(exc):
             raise ValueError(f"{path}: cannot read key {key!r} ({exc})") from None

@@ -21,7 +21,13 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import RNGLike, as_generator, check_int, check_probabilities
+from pairht._validation import (
+    RNGLike,
+    as_generator,
+    check_int,
+    check_probabilities,
+    check_table_size,
+)
 
 #: Largest number of units whose support ``.support()`` enumerates (2**20 masks).
 MAX_SUPPORT_UNITS = 20
@@ -76,7 +82,18 @@ class Design(abc.ABC):
         """Exact joint inclusion probabilities ``pi_ij = P(J_i = J_j = 1)``, shape ``(N, N)``.
 
         The diagonal holds ``pi``. The matrix is symmetric.
+
+        Raises
+        ------
+        ValueError
+            When the ``N x N`` table would exceed :data:`pairht._validation.MAX_TABLE_BYTES`
+            (``N > 11585``), before it is allocated.
         """
+        n = self.n_units
+        check_table_size(
+            f"{type(self).__name__}.joint() with N = {n} units (an N x N table)", n * n,
+            "use fewer units per design",
+        )
         out = np.array(self._joint(), dtype=np.float64)
         np.fill_diagonal(out, self._target)
         return out
@@ -135,12 +152,25 @@ class Design(abc.ABC):
         Returns
         -------
         (N,) or (size, N) ndarray of bool
+
+        Raises
+        ------
+        ValueError
+            A ``size`` that is not a non-negative int, or one whose ``(size, N + 1)`` table of
+            uniforms would exceed :data:`pairht._validation.MAX_TABLE_BYTES` (refused before
+            drawing).
         """
         gen = as_generator(rng)
         if size is None:
             return self._sample(gen, 1)[0]
         if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
             raise ValueError(f"size must be a non-negative int or None; got {size!r}")
+        # the samplers draw a (size, N + 1) table of float64 uniforms
+        check_table_size(
+            f"{type(self).__name__}.sample(size={int(size)}) with N = {self.n_units} units "
+            f"(a size x (N + 1) table of uniforms)",
+            int(size) * (self.n_units + 1), "draw in smaller batches (several calls)",
+        )
         return self._sample(gen, int(size))
 
     def support(self, max_units: int = MAX_SUPPORT_UNITS) -> tuple[np.ndarray, np.ndarray]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_integer_sum
+from pairht._validation import check_integer_sum, check_table_size
 from pairht.designs import _cps_kernels as _k
 from pairht.designs.base import Design, all_masks
 
@@ -123,6 +123,13 @@ class ConditionalPoisson(Design):
         self._pos = pos
         weights = np.where(one, np.inf, 0.0)
         if self._free.size:
+            # the sampling and forward tables are (N_free + 1) x (n_free + 1) each
+            check_table_size(
+                f"ConditionalPoisson with N = {self._free.size} free units and sample size "
+                f"n = {n_free} (its (N + 1) x (n + 1) sampling tables)",
+                (self._free.size + 1) * (n_free + 1),
+                "use fewer units, or the Bernoulli or dependent_rounding design (no tables)",
+            )
             theta, pi_free, err = _calibrate(target[self._free], n_free)
             w = np.exp(theta)
             self._q, self._qc = _k.draw_tables(w, n_free)
@@ -291,6 +298,12 @@ def _calibrate(target: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, floa
             break
         d = pi * comp
         s = 1.0 / np.sqrt(d)
+        # the fixed point stalled: the exact step needs the N x N Jacobian (and a solve on it)
+        check_table_size(
+            f"ConditionalPoisson's calibration with N = {N} free units (a Newton step on an "
+            f"N x N Jacobian)", N * N,
+            "use fewer units, or the Bernoulli or dependent_rounding design (no calibration)",
+        )
         jac = _joint_of(theta, n) - np.outer(pi, pi)
         np.fill_diagonal(jac, d)
         u = np.sqrt(d) / np.sqrt(d.sum())

@@ -275,7 +275,11 @@ class RandomizedDependentRounding(Design):
         return np.mean([d._inclusion_rows(rows) for d in self.parts], axis=0)
 
     def _joint(self) -> np.ndarray:
-        return np.mean([d._joint() for d in self.parts], axis=0)
+        # summed in place: np.mean over the list would stack K tables of N x N first
+        out = self.parts[0]._joint()
+        for d in self.parts[1:]:
+            out += d._joint()
+        return out / self.n_orders
 
     def _sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         which = rng.integers(self.n_orders, size=size)

@@ -35,7 +35,7 @@ import numba
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_finite, check_probabilities
+from pairht._validation import check_finite, check_probabilities, check_table_size
 from pairht.designs.base import Design
 from pairht.designs.bernoulli import Bernoulli
 from pairht.estimators._inputs import (
@@ -174,17 +174,22 @@ def _inclusion_tables(design: Design) -> tuple[np.ndarray, np.ndarray, bool]:
 
 
 def check_inclusion_table_size(g: int, what: str = "the design") -> None:
-    """Raise ``ValueError`` when the order-3 and 4 inclusion table exceeds its memory limit."""
+    """Raise ``ValueError`` when the order-3 and 4 inclusion table exceeds its memory limit.
+
+    :data:`MAX_INCLUSION_TABLE` values, checked by the package's one memory guard
+    (:func:`pairht._validation.check_table_size`); the ``pairht`` command's check of
+    ``--group-size`` calls this too.
+    """
     entries = math.comb(g, 3) + math.comb(g, 4)
-    if entries > MAX_INCLUSION_TABLE:
-        raise ValueError(
-            f"the exact design covariance of {what} with G = {g} units needs the inclusion "
-            f"probabilities of all C(G,3) + C(G,4) = {entries} triples and quadruples "
-            f"({entries * 8 / 2**30:.1f} GiB), more than MAX_INCLUSION_TABLE = "
-            f"{MAX_INCLUSION_TABLE} values ({MAX_INCLUSION_TABLE * 8 // 2**20} MiB, G <= 168); "
-            f"use fewer candidates per group, a Bernoulli design (closed form at any G), or "
-            f"estimate the variance by Monte Carlo draws"
-        )
+    check_table_size(
+        f"the exact design covariance of {what} with G = {g} units (the inclusion "
+        f"probabilities of all C(G,3) + C(G,4) = {entries} triples and quadruples)",
+        entries,
+        "use fewer candidates per group, a Bernoulli design (closed form at any G), or "
+        "estimate the variance by Monte Carlo draws",
+        limit=8 * MAX_INCLUSION_TABLE,
+        limit_name=f"MAX_INCLUSION_TABLE = {MAX_INCLUSION_TABLE} values, G <= 168",
+    )
 
 
 @numba.njit(cache=True, inline="always")
