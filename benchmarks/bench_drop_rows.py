@@ -51,7 +51,7 @@ def main() -> None:
                                   learning_rate=1e-4, max_completion_length=task.max_new_tokens)
                 cfg = PairGRPOConfig(**kw, mode="exact", tau=8, snap_window=8, budget_ratio=0.5,
                                      design_seed=r, drop_unselected_rows=drop,
-                                     allocator=args.allocator)
+                                     allocator=args.allocator, width="prefixes")
                 trainer = PairGRPOTrainer(model=copy.deepcopy(base), reward_funcs=task.reward,
                                           args=cfg, train_dataset=task.dataset(
                                               args.steps * P, rng=r, split="train"),

@@ -440,7 +440,7 @@ def step_part(folder: Path, tok: Any, a: argparse.Namespace) -> None:
             arms["pair"] = PairGRPOTrainer(
                 model=policy, reward_funcs=[reward], train_dataset=data, processing_class=tok,
                 args=PairGRPOConfig(output_dir=f"{out}/pair", tau=a.step_tau, snap_window=8,
-                                    budget_ratio=0.5, **common))
+                                    budget_ratio=0.5, width="prefixes", **common))
             policy = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
             arms["grpo"] = trl.GRPOTrainer(
                 model=policy, reward_funcs=[reward], train_dataset=data, processing_class=tok,

@@ -62,7 +62,8 @@ def build_population(seed: int, prompts: int, train_steps: int, path: str,
                               max_completion_length=task.max_new_tokens)
         cfg = PairGRPOConfig(**kwargs, mode="exact",
                              tau=int(d["tau"]) if tau is None else tau, snap_window=8,
-                             budget_ratio=0.5, design_seed=seed)
+                             budget_ratio=0.5, design_seed=seed,
+                             width="prefixes")  # the heads learn from every prefix
         trainer = PairGRPOTrainer(model=copy.deepcopy(base), reward_funcs=task.reward,
                                   args=cfg, train_dataset=dataset, processing_class=tokenizer)
         if train_steps > 0:

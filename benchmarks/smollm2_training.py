@@ -166,6 +166,7 @@ def _config(arm: str, args: argparse.Namespace, out_dir: str, use_cpu: bool):
     return PairGRPOConfig(
         output_dir=out_dir,
         allocator=ARMS[arm],
+        width="prefixes",  # each arm runs its rule at full width
         mode="exact",
         tau=args.tau,
         snap_window=args.snap_window,

@@ -78,6 +78,9 @@ def make_config(a: argparse.Namespace, **overrides: Any):
         vllm_gpu_memory_utilization=a.gpu_memory_utilization,
         vllm_max_model_length=8192,
         vllm_importance_sampling_correction=False,
+        # PAIR's prefix path on every step; the default ("auto") audits on the main process,
+        # which vLLM server mode across several processes does not support
+        width="prefixes",
     )
     kw.update(overrides)
     return PairGRPOConfig(**kw)

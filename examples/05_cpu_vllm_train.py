@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tau=6,  # prefix checkpoint (tokens), snapped forward to the next newline ...
         snap_window=8,  # ... within 8 tokens
         budget_ratio=0.5,  # expected suffix tokens: half of the unfinished candidates' cost
+        width="prefixes",  # PAIR's prefix path (the default, "auto", audits and may run GRPO)
         num_generations=8,
         per_device_train_batch_size=64,  # 8 prompts x G = 8 per step
         max_completion_length=toy.response_length(toy.MAX_COUNT) + 8,

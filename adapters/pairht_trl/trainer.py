@@ -460,6 +460,12 @@ class PairGRPOTrainer(GRPOTrainer):
         from pairht_trl.audit_mode import AutoWidthCallback
 
         a = self.pair_args
+        if self.accelerator.num_processes > 1 and a.use_vllm and a.vllm_mode == "server":
+            raise ValueError(
+                "width='auto' audits on the main process, and vLLM server mode generates as a "
+                "collective across processes; set width='prefixes' (or 'whole' / 'subset') "
+                "with use_vllm=True, vllm_mode='server' and several processes"
+            )
         g = a.num_generations
         assert g is not None  # resolved by GRPOConfig
         self.auto_width = AutoWidth(a.budget_ratio, g, pi_min=a.pi_min, history=a.width_history)
