@@ -41,14 +41,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "data")
 
 #: Rows of the table, in order: the baselines, then PAIR and its variants.
-ROW_KEYS = ("uniform_ht", "srswor", "pointwise_ht", "grpo_small", "pair_width", "pair",
-            "pair_batch", "pair_strata", "pair_dr", "pair_dr_narrow", "pair_energy", "pair_cps",
-            "pair_energy_cps", "pair_drr", "adaptive_unweighted")
+ROW_KEYS = ("default", "uniform_ht", "srswor", "pointwise_ht", "grpo_small", "pair_width",
+            "pair", "pair_batch", "pair_strata", "pair_dr", "pair_dr_narrow", "pair_energy",
+            "pair_cps", "pair_energy_cps", "pair_drr", "adaptive_unweighted")
 #: PAIR rows re-run on replaced predictions (suffix ``@mode`` in the table).
-PREDICTION_ROWS = {"hindsight": ("pair_width", "pair", "pair_batch", "pair_strata",
+PREDICTION_ROWS = {"hindsight": ("default", "pair_width", "pair", "pair_batch", "pair_strata",
                                  "pair_dr", "pair_dr_narrow", "pair_cps"),
-                   "prompt_mean": ("pair_width", "pair", "pair_batch", "pair_strata", "pair_dr",
-                                   "pair_dr_narrow")}
+                   "prompt_mean": ("default", "pair_width", "pair", "pair_batch", "pair_strata",
+                                   "pair_dr", "pair_dr_narrow")}
 
 
 def _relabel(row: Any, mode: str) -> Any:

@@ -303,8 +303,9 @@ def audit(
     compare: str | None = typer.Option(
         None, "--compare",
         help="Row the summary line compares with the best baseline (exact MSE ratio, "
-             "bootstrap interval over prompts); default pair_width (PAIR choosing its "
-             "prefix width from history) when it ran, else pair."),
+             "bootstrap interval over prompts); default: the row 'default' (what "
+             "PAIR runs by default: its width and estimator from history) when it ran, "
+             "else pair."),
     budget: float = BUDGET,
     pi_min: float = PI_MIN,
     draws: int = typer.Option(50_000, "--draws", min=0,
@@ -354,7 +355,7 @@ def audit(
         _writable(out)
         result = _run_with_progress(pop, keys, cfg, draws, quiet)
         if compare is None:
-            compare = "pair_width" if any(r.key == "pair_width" for r in result.rows) \
+            compare = "default" if any(r.key == "default" for r in result.rows) \
                 else "pair"
         summary = _summary(result, seed, compare)
         _print_table(result, f"PAIR audit: P={pop.n_prompts}, G={pop.group_size}, realised "

@@ -72,9 +72,10 @@ def test_the_cli_prints_the_summary_line_and_accepts_the_new_options(tmp_path):
     assert "Summary: pair_cps" in (tmp_path / "audit.md").read_text()
 
 
-@pytest.mark.parametrize(("rows", "row"), [("srswor,grpo_small,pair,pair_width", "pair_width"),
+@pytest.mark.parametrize(("rows", "row"), [("srswor,grpo_small,pair,default", "default"),
+                                           ("srswor,grpo_small,pair,pair_width", "pair"),
                                            ("srswor,grpo_small,pair", "pair")])
-def test_the_cli_summary_defaults_to_pair_deciding_its_width_when_it_ran(tmp_path, rows, row):
+def test_the_cli_summary_defaults_to_the_default_row_when_it_ran(tmp_path, rows, row):
     res = CliRunner().invoke(app, [
         "audit", "--prompts", "4", "--group-size", "6", "--draws", "0", "--quiet",
         "--rows", rows, "--no-figures", "--out", str(tmp_path)], catch_exceptions=False)
