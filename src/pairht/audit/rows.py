@@ -518,7 +518,8 @@ class DefaultDesignRow(VertexRow):
 
 @register_row
 class Pair(DefaultDesignRow):
-    """PAIR's default, exactly as :func:`pairht.step.plan_continuations` runs it by default.
+    """PAIR at full width, exactly as :func:`pairht.step.plan_continuations` runs it by default
+    (the prefix rule ``"pair"``; what PAIR runs by default in training is the row ``default``).
 
     The fixed-size program at the two sizes neighbouring uniform SRSWOR's (mixed; a prompt
     that affords no size of two is Bernoulli), the step's own designs over the unfinished
@@ -527,7 +528,7 @@ class Pair(DefaultDesignRow):
     ``plan.joint``).
     """
 
-    key, label, group, unbiased = "pair", "PAIR (default: fixed size)", "paper", True
+    key, label, group, unbiased = "pair", "PAIR, full width (fixed size)", "paper", True
     proxy = DEFAULT_PROXY
 
 
@@ -603,7 +604,8 @@ class PairBernoulli(VertexRow):
 class PairDefaultLengthEnergy(DefaultDesignRow):
     """PAIR's default design with the length-energy proxy (``proxy="length_energy"``)."""
 
-    key, label, group, unbiased = ("pair_length_energy", "PAIR (default), length-energy proxy",
+    key, label, group, unbiased = ("pair_length_energy",
+                                   "PAIR (full width), length-energy proxy",
                                    "proxy", True)
     proxy = "length_energy"
 
@@ -613,7 +615,8 @@ class PairBatch(DefaultDesignRow):
     """PAIR's default design with one budget for the batch (allocator ``pair_batch``): split
     across prompts by PAIR's value curves, then the default program in each prompt."""
 
-    key, label, group, unbiased = ("pair_batch", "PAIR (default), one budget for the batch",
+    key, label, group, unbiased = ("pair_batch",
+                                   "PAIR (full width), one budget for the batch",
                                    "practical", True)
     allocation = "pair_batch"
 
@@ -693,7 +696,8 @@ class PairDefaultScoreNorm(DefaultDesignRow):
     """PAIR's default design with the score-norm proxy ``a_ij = d_ij (m_i + m_j)^2 / 4``
     (``proxy="score_norm"``; needs ``m_hat``)."""
 
-    key, label, group, unbiased = ("pair_score_norm_cps", "PAIR (default), score-norm proxy",
+    key, label, group, unbiased = ("pair_score_norm_cps",
+                                   "PAIR (full width), score-norm proxy",
                                    "proxy", True)
     proxy = "score_norm"
 
