@@ -233,3 +233,64 @@ def check_table_size(
             f"{what} needs {int(n_values)} float64 values ({_bytes_text(nbytes)}), more than "
             f"{limit_name} ({_bytes_text(limit)}); {fix}"
         )
+
+
+def check_pairs_positive(allocator: str, joint: np.ndarray, finished: np.ndarray,
+                         k: ArrayLike | None = None, *, anchor: bool = True) -> None:
+    r"""Refuse a plan with a zero joint inclusion probability: ``ValueError`` unless every
+    group has ``rho_ij > 0`` for every pair ``i != j`` of its ``G`` candidates.
+
+    The pair Horvitz-Thompson estimator of a group is exactly unbiased iff every pair of its
+    candidates can be observed together; a pair with ``rho_ij = 0`` never is, and the group's
+    estimate is biased. One check for every planner (``pairht.step.plan_continuations`` and
+    ``pairht.comparators.comparator_plan``).
+
+    Parameters
+    ----------
+    allocator : str
+        The rule's name, for the message.
+    joint : (B, G, G) ndarray
+        The exact ``rho_ij`` of the design drawn from.
+    finished : (B, G) bool ndarray
+        Finished candidates (``U_b`` in the message counts the others).
+    k : (B,) array_like, optional
+        The continuations per prompt of a prompt-level rule (``info["k"]``): the message names
+        ``k_b`` and the fix ``min_rollouts >= 1``.
+    anchor : bool
+        Whether the planner offers ``anchor_pair=True`` (named as a fix).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> fin = np.array([[True, False, False]])
+    >>> check_pairs_positive("hora", np.full((1, 3, 3), 0.5), fin)   # every pair positive
+    >>> none = np.diag([1.0, 0.0, 0.0])[None]   # k_b = 0: pi = 0 on both unfinished
+    >>> check_pairs_positive("hora", none, fin, k=[0])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: allocator 'hora' continues k_b = 0 of the U_b = 2 unfinished candidates of ...
+    """
+    rho = np.asarray(joint, dtype=np.float64)
+    G = rho.shape[-1]
+    zero = ~(rho > 0) & ~np.eye(G, dtype=bool)
+    if not zero.any():
+        return
+    b, i, j = (int(x) for x in np.argwhere(zero)[0])
+    U = int((~np.asarray(finished, dtype=bool)[b]).sum())
+    rho_ij = rho[b, i, j].item() + 0.0  # -0.0 (0 * -1 in a closed form) reads 0.0
+    pair = (f"candidates {i} and {j} have joint inclusion probability rho_ij = {rho_ij!r}, so "
+            f"the pair-HT estimate of that group is biased (exact unbiasedness needs every "
+            f"rho_ij > 0)")
+    if k is not None:
+        k_b = int(np.asarray(k).reshape(-1)[b])
+        fix = ("or anchor_pair=True" if anchor else
+               "or plan with pairht.step.plan_continuations(..., anchor_pair=True)")
+        raise ValueError(
+            f"allocator {allocator!r} continues k_b = {k_b} of the U_b = {U} unfinished "
+            f"candidates of prompt b = {b}: {pair}; pass min_rollouts >= 1 (the default: every "
+            f"prompt continues at least min(min_rollouts, U_b) candidates) {fix}")
+    fix = ", or pass anchor_pair=True" if anchor else ""
+    raise ValueError(
+        f"allocator {allocator!r} leaves prompt b = {b} (U_b = {U} unfinished candidates) with "
+        f"a zero joint: {pair}; give every unfinished candidate pi > 0 with a design whose "
+        f"joints are all positive{fix}")

@@ -88,10 +88,18 @@ def test_unfinished_with_nonpositive_cost_is_refused():
 
 
 def test_duet_minimum_group_counts_the_finished_candidates():
-    # prompt 0 has 3 finished + 1 unfinished: its group already has 3 >= 2 members, so it
-    # needs no continuation and a budget of 2 rollouts is feasible (prompt 1 takes both)
+    # prompt 0 has 3 finished + 1 unfinished: its group already has 3 >= 2 members, so
+    # min_group asks no continuation of it and, as read from the paper (min_rollouts=0), a
+    # budget of 2 rollouts is feasible (prompt 1 takes both; prompt 0 gets k = 0, reported)
     fin = np.array([[True, True, True, False], [False, False, False, False]])
     inp = SimpleNamespace(p_hat=np.full((2, 4), 0.5), c_hat=np.where(fin, 0.0, 50.0),
                           finished=fin, budget=np.array([25.0, 75.0]), history=None)
-    _, info = COMPARATORS["duet"].pi(inp)
+    _, info = COMPARATORS["duet"].pi(inp, min_rollouts=0)
     assert info["rollout_budget"] == 2 and info["k"].tolist() == [0, 2]
+    assert info["all_pairs_positive"].tolist() == [False, True]
+    # the default (min_rollouts=1) also gives prompt 0 one continuation: 1 + 2 = 3 > 2 refused
+    with pytest.raises(ValueError, match="budget infeasible: the per-prompt minimums need 3 "
+                       "rollouts but the budget is 2"):
+        COMPARATORS["duet"].pi(inp)
+    _, info = COMPARATORS["duet"].pi(inp, rollout_budget=3)
+    assert info["k"].tolist() == [1, 2] and info["all_pairs_positive"].all()

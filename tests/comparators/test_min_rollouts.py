@@ -1,16 +1,25 @@
 """``min_rollouts`` of VIP and DUET (as HORA's): at least ``min(U_b, m)`` continuations per
 prompt even when finished candidates already fill ``min_group``. With ``m >= 1`` every pair
 is observable (``rho_ij > 0``: one continuation is drawn Bernoulli(1/U_b), two or more by
-SRSWOR) and the pair-HT estimator is exactly unbiased."""
+SRSWOR) and the pair-HT estimator is exactly unbiased. The allocator objects default to
+``m = 1``; ``m = 0`` (the rules as read from the papers) is passed explicitly here, and the
+planners refuse the plan it leaves with a prompt of no continuation."""
 
 from __future__ import annotations
 
+import inspect
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from pairht.comparators import COMPARATORS, vip_group_sizes
+from pairht.comparators import (
+    COMPARATORS,
+    comparator_plan,
+    hora_extra_rollouts,
+    proportional_counts,
+    vip_group_sizes,
+)
 
 
 def _inputs():
@@ -28,7 +37,7 @@ def _inputs():
 def test_min_rollouts_two_gives_every_prompt_a_pair_of_continuations(name):
     inp = _inputs()
     U = (~inp.finished).sum(axis=1)
-    _, base = COMPARATORS[name].pi(inp, rollout_budget=6)
+    _, base = COMPARATORS[name].pi(inp, rollout_budget=6, min_rollouts=0)
     # without it the finished pairs fill min_group = 2: some prompt gets k < min(2, U)
     assert np.any(base["k"] < np.minimum(2, U))
     # a pair is unobservable exactly where a prompt gets no continuation (VIP's prompt 2)
@@ -39,6 +48,28 @@ def test_min_rollouts_two_gives_every_prompt_a_pair_of_continuations(name):
     assert np.all(info["k"] >= np.minimum(2, U))
     assert info["all_pairs_positive"].all()
     assert info["k"].sum() == 6
+    # the default, min_rollouts=1: every prompt continues at least one, every pair positive
+    _, default = COMPARATORS[name].pi(inp, rollout_budget=6)
+    assert np.all(default["k"] >= np.minimum(1, U)) and default["all_pairs_positive"].all()
+    assert default["k"].sum() == 6
+    if name == "vip":
+        assert default["k"][2] == 1
+        # what min_rollouts=0 leaves (prompt 2: k = 0 of U = 2) the planner refuses
+        with pytest.raises(ValueError, match=r"allocator 'vip' continues k_b = 0 of the U_b = 2 "
+                           r"unfinished candidates of prompt b = 2: .*min_rollouts >= 1"):
+            comparator_plan(inp, name, rng=0, rollout_budget=6, min_rollouts=0)
+
+
+@pytest.mark.parametrize("name", ["vip", "hora", "duet"])
+def test_the_step_allocators_default_to_one_rollout_and_the_published_rules_to_none(name):
+    """``.pi()`` of the step's allocator objects defaults to ``min_rollouts=1``; the
+    underlying published rule (``vip_group_sizes``, ``hora_extra_rollouts``,
+    ``proportional_counts``) keeps its own default."""
+    sig = inspect.signature(COMPARATORS[name].pi)
+    assert sig.parameters["min_rollouts"].default == 1
+    assert inspect.signature(vip_group_sizes).parameters["min_rollouts"].default == 0
+    for rule in (hora_extra_rollouts, proportional_counts):
+        assert inspect.signature(rule).parameters["lower"].default is None
 
 
 def test_vip_min_rollouts_is_the_exact_optimum_over_the_raised_floor():

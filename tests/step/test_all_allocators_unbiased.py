@@ -10,11 +10,14 @@ for a rule with ``estimator = "difference"``) has an exact design expectation, s
 the whole support, equal to the ``G``-candidate complete pair target. Tolerance: 1e-10
 relative to the largest estimate over the support (float64 sums of at most 2**5 terms).
 
-The one exception is asserted, not skipped: a prompt-level comparator (VIP, HORA, DUET) can
-continue no candidate of a prompt (``k_b = 0``). Its group then has ``rho_ij = 0`` with an
-unfinished candidate, ``info["all_pairs_positive"]`` is False, and the estimate is biased
-(checked to be). ``comparator_plan`` is checked the same way against an enumeration of its
-design written out here, and must agree with the step's plan.
+There is no exception: every group of every plan has every ``rho_ij > 0``. A prompt-level
+comparator (VIP, HORA, DUET) runs with ``min_rollouts=1`` by default; with ``min_rollouts=0``
+(the rule as read from the paper) it can continue no candidate of a prompt (``k_b = 0``),
+whose group would then have ``rho_ij = 0`` with an unfinished candidate and a biased estimate
+(checked to be): the step and ``comparator_plan`` refuse that plan (``ValueError`` naming the
+allocator, ``b``, ``k_b``, ``U_b`` and the fix), and ``anchor_pair=True`` repairs it.
+``comparator_plan`` is checked against an enumeration of its design written out here, and
+must agree with the step's plan.
 """
 
 from __future__ import annotations
@@ -79,9 +82,8 @@ def _estimator(name: str, rewards, scores, joint, baselines):
                          f"{kind!r}")
 
 
-def _check_group(name, info, b, design, pi, joint, selected, rewards, scores, baselines,
-                 unfinished):
-    """The step's group ``b`` against its design's support; returns whether it is unbiased."""
+def _check_group(name, info, b, design, pi, joint, selected, rewards, scores, baselines):
+    """The step's group ``b`` against its design's support: every pair positive, unbiased."""
     masks, probs = design.support()
     m = masks.astype(float)
     assert probs.sum() == pytest.approx(1.0, abs=1e-13)
@@ -92,16 +94,10 @@ def _check_group(name, info, b, design, pi, joint, selected, rewards, scores, ba
     target = pair_gradient(rewards, scores)
     tol = RTOL * max(scale, float(np.abs(target).max()), 1.0)
     off = joint[~np.eye(G, dtype=bool)]
-    if off.min() > 0:
-        np.testing.assert_allclose(mean, target, rtol=0, atol=tol)
-        if name in PROMPT_LEVEL:
-            assert info["all_pairs_positive"][b]
-        return True
-    # Only a prompt-level comparator leaves a pair unobservable: no continuation at all.
-    assert name in PROMPT_LEVEL, (name, b, joint)
-    assert info["k"][b] == 0 and unfinished >= 1 and not info["all_pairs_positive"][b]
-    assert np.abs(mean - target).max() > 1e-6 * max(float(np.abs(target).max()), 1e-300)
-    return False
+    assert off.min() > 0, (name, b, joint)  # the step refuses a plan with a zero joint
+    np.testing.assert_allclose(mean, target, rtol=0, atol=tol)
+    if name in PROMPT_LEVEL:
+        assert info["all_pairs_positive"][b] and info["k"][b] >= 1
 
 
 @pytest.fixture
@@ -122,8 +118,13 @@ def captured(monkeypatch):
 @pytest.mark.parametrize("name", allocator_names())
 def test_every_allocator_and_design_is_exactly_unbiased_with_finished_candidates(
         name, design, captured):
+    """Every rule at its defaults (the comparators' ``min_rollouts=1``). The prompt-level rules
+    get a budget ratio of 0.5 (6 rollouts of the 12 unfinished candidates): 0.4 converts to 4
+    rollouts, below VIP's and DUET's minimums of 5, which they refuse
+    (:func:`test_the_default_comparators_refuse_a_rollout_budget_below_one_per_prompt`)."""
+    ratio = 0.5 if name in PROMPT_LEVEL else 0.4
     for seed in (0, 1):
-        inputs, rewards, scores = _batch(seed)
+        inputs, rewards, scores = _batch(seed, ratio)
         del captured[:]
         plan = plan_continuations(inputs, allocator=name, design=design, rng=seed)
         assert len(captured) == inputs.shape[0]
@@ -136,23 +137,25 @@ def test_every_allocator_and_design_is_exactly_unbiased_with_finished_candidates
         baselines = np.where(fin, rewards, plan.inputs.p_hat)
         for b, d in enumerate(captured):
             _check_group(name, plan.info, b, d, plan.pi[b], plan.joint[b], plan.selected[b],
-                         rewards[b], scores[b], baselines[b], int((~fin[b]).sum()))
+                         rewards[b], scores[b], baselines[b])
 
 
 @pytest.mark.parametrize("name", allocator_names())
 def test_an_anchor_pair_makes_every_rule_unbiased_even_without_continuations(name, captured):
     """anchor_pair=True forces a uniformly drawn pair into every draw: every rho_ij > 0, so
-    even a comparator's prompt with no continuation (HORA at a budget of 0) is unbiased."""
-    inputs, rewards, scores = _batch(2)
-    opts = {"rollout_budget": 0} if name == "hora" else {}
+    even a comparator's prompt with no continuation (HORA at a budget of 0 with
+    ``min_rollouts=0``, refused without the anchor) is unbiased."""
+    inputs, rewards, scores = _batch(2, 0.5 if name in PROMPT_LEVEL else 0.4)
+    opts = {"rollout_budget": 0, "min_rollouts": 0} if name == "hora" else {}
     plan = plan_continuations(inputs, allocator=name, rng=2, anchor_pair=True, **opts)
+    info = plan.info
     if name == "hora":
-        assert (plan.info["k"] == 0).all()
+        assert (info["k"] == 0).all() and not info["all_pairs_positive"].any()
+        info = {"all_pairs_positive": np.ones(4, bool), "k": np.ones(4, int)}  # anchor-repaired
     baselines = np.where(inputs.finished, rewards, plan.inputs.p_hat)
     for b, d in enumerate(captured):
-        assert _check_group(name, {"all_pairs_positive": np.ones(4, bool)}, b, d, plan.pi[b],
-                            plan.joint[b], plan.selected[b], rewards[b], scores[b],
-                            baselines[b], 0)
+        _check_group(name, info, b, d, plan.pi[b], plan.joint[b], plan.selected[b],
+                     rewards[b], scores[b], baselines[b])
 
 
 @pytest.mark.parametrize("name", allocator_names())
@@ -163,8 +166,8 @@ def test_a_size_is_taken_by_the_program_rules_and_refused_by_every_other(name, c
             del captured[:]
             plan = plan_continuations(inputs, allocator=name, rng=3, size=size)
             for b, d in enumerate(captured):
-                assert _check_group(name, plan.info, b, d, plan.pi[b], plan.joint[b],
-                                    plan.selected[b], rewards[b], scores[b], rewards[b], 0)
+                _check_group(name, plan.info, b, d, plan.pi[b], plan.joint[b],
+                             plan.selected[b], rewards[b], scores[b], rewards[b])
     else:
         with pytest.raises(ValueError, match=f"size must be None for allocator '{name}'"):
             plan_continuations(inputs, allocator=name, rng=3, size=2)
@@ -189,24 +192,70 @@ def _comparator_support(name, info, pi, fin):
     return np.array(masks), np.full(len(masks), 1.0 / len(masks))
 
 
-@pytest.mark.parametrize(("name", "budget"),
-                         [(n, None) for n in sorted(COMPARATORS)]
-                         + [(n, k) for n in PROMPT_LEVEL for k in (0, 3, 9)])
-def test_comparator_plan_is_the_steps_design_and_exactly_unbiased(name, budget):
-    """comparator_plan against its design enumerated here; its joint is the step's; each group
-    is unbiased or reported (k_b = 0). Rollout budgets 0 and 3 of the 12 unfinished candidates
-    leave prompts at 0 or 1 continuation; 9 (and the token budget's default) give most two."""
+def _floor(name, inputs, min_rollouts):
+    """The per-prompt minimum of a prompt-level comparator (HORA: ``min(m, U_b)``; VIP, DUET:
+    also ``min(U_b, max(0, 2 - F_b))``, ``min_group = 2`` counting the finished)."""
+    U, F = inputs.n_unfinished, inputs.finished.sum(axis=1)
+    low = np.minimum(U, min_rollouts)
+    return low if name == "hora" else np.maximum(low, np.minimum(U, np.maximum(0, 2 - F)))
+
+
+def _assert_refused_as_biased(name, inputs, err, rewards, scores, **opts):
+    """``err`` refuses a plan with a prompt of no continuation: it names the allocator, the
+    first such prompt ``b``, ``k_b = 0``, ``U_b`` and the fix, and that group's estimate under
+    the comparator's design (enumerated) would indeed be biased."""
+    _, info = COMPARATORS[name].pi(inputs, **opts)
+    U = inputs.n_unfinished
+    bad = np.flatnonzero((info["k"] == 0) & (U >= 1))
+    assert bad.size and not info["all_pairs_positive"][bad].any()
+    b = int(bad[0])
+    msg = str(err)
+    assert msg.startswith(f"allocator {name!r} continues k_b = 0 of the U_b = {U[b]} "
+                          f"unfinished candidates of prompt b = {b}: "), msg
+    assert "rho_ij = 0.0" in msg and "min_rollouts >= 1" in msg and "anchor_pair=True" in msg
+    fin = inputs.finished[b]
+    masks, probs = _comparator_support(name, {"k": 0}, info["joint"][b].diagonal(), fin)
+    est = pair_ht_gradient(np.broadcast_to(rewards[b], masks.shape),
+                           np.broadcast_to(scores[b], masks.shape + scores.shape[-1:]), masks,
+                           np.broadcast_to(info["joint"][b], (*masks.shape, G)))
+    target = pair_gradient(rewards[b], scores[b])
+    assert np.abs(probs @ est - target).max() > 1e-6 * max(float(np.abs(target).max()), 1e-300)
+
+
+@pytest.mark.parametrize(("name", "budget", "min_rollouts"),
+                         [(n, None, None) for n in sorted(COMPARATORS)]
+                         + [(n, k, m) for n in PROMPT_LEVEL for k in (0, 3, 6, 9)
+                            for m in (0, None)])
+def test_comparator_plan_is_the_steps_design_and_exactly_unbiased(name, budget, min_rollouts):
+    """comparator_plan against its design enumerated here; its joint is the step's; every
+    group is exactly unbiased. Otherwise both refuse: a rollout budget below the per-prompt
+    minimums ("budget infeasible"), or, with ``min_rollouts=0`` passed, a plan with a prompt of
+    no continuation (its group's estimate checked to be biased). Of the 12 unfinished
+    candidates, rollout budgets 0 and 3 are below the default minimums (``min_rollouts=1``: 4
+    for HORA, 5 for VIP and DUET) and leave prompts with no continuation at 0; 6 and 9 (and
+    the token budget's default, 6) give every prompt one or more by default."""
     opts = {} if budget is None else {"rollout_budget": budget}
-    seen_zero = False
+    if min_rollouts is not None:
+        opts["min_rollouts"] = min_rollouts
+    seen = set()
     for seed in (0, 1):
-        inputs, rewards, scores = _batch(seed)
+        inputs, rewards, scores = _batch(seed, 0.5)
         try:
             plan = comparator_plan(inputs, name, rng=seed, **opts)
-        except ValueError as err:  # below VIP's / DUET's per-prompt minimums
-            assert name in ("vip", "duet") and "budget infeasible" in str(err)
-            U = inputs.n_unfinished
-            floor = np.minimum(U, np.maximum(0, 2 - inputs.finished.sum(axis=1)))
-            assert floor.sum() > budget
+        except ValueError as err:
+            with pytest.raises(ValueError) as in_step:
+                plan_continuations(inputs, allocator=name, rng=seed, **opts)
+            if "budget infeasible" in str(err):
+                assert name in PROMPT_LEVEL and str(in_step.value) == str(err)
+                m = 1 if min_rollouts is None else min_rollouts
+                assert _floor(name, inputs, m).sum() > budget
+                seen.add("infeasible")
+            else:  # the one other refusal: a prompt with no continuation
+                assert name in PROMPT_LEVEL and min_rollouts == 0
+                _assert_refused_as_biased(name, inputs, err, rewards, scores, **opts)
+                _assert_refused_as_biased(name, inputs, in_step.value, rewards, scores, **opts)
+                assert "plan_continuations(..., anchor_pair=True)" in str(err)
+                seen.add("no continuation")
             continue
         step = plan_continuations(inputs, allocator=name, rng=seed, **opts)
         np.testing.assert_allclose(plan.pi, step.pi, rtol=0, atol=1e-12)
@@ -221,12 +270,56 @@ def test_comparator_plan_is_the_steps_design_and_exactly_unbiased(name, budget):
                 def support(masks=masks, probs=probs):
                     return masks, probs
 
-            ok = _check_group(name, plan.info, b, Enumerated, plan.pi[b], plan.joint[b],
-                              plan.selected[b], rewards[b], scores[b], rewards[b],
-                              int((~fin[b]).sum()))
-            seen_zero |= not ok
-    if name == "hora" and budget == 0:
-        assert seen_zero  # the biased case was met and reported
+            _check_group(name, plan.info, b, Enumerated, plan.pi[b], plan.joint[b],
+                         plan.selected[b], rewards[b], scores[b], rewards[b])
+        seen.add("planned")
+    if min_rollouts is None:  # the default: every prompt continues one or more, or refused
+        assert seen == ({"planned"} if budget is None or budget >= 6 else {"infeasible"})
+    elif name == "hora" and budget == 0:
+        assert seen == {"no continuation"}  # the biased case was met and refused
+
+
+@pytest.mark.parametrize("name", PROMPT_LEVEL)
+def test_a_comparator_plan_with_a_prompt_of_no_continuation_is_refused(name):
+    """``min_rollouts=0`` (the rule as read from the paper) at a rollout budget that buys only
+    the ``min_group`` floor (VIP, DUET: 2 + 1 + 0 + 0 = 3) or nothing (HORA: 0) leaves a prompt
+    with ``k_b = 0 < U_b``: refused by the step and by ``comparator_plan``; the default
+    (``min_rollouts=1``) refuses that budget as infeasible, and ``anchor_pair=True`` plans it."""
+    inputs, rewards, scores = _batch(0)
+    budget = 0 if name == "hora" else int(_floor(name, inputs, 0).sum())
+    with pytest.raises(ValueError, match=rf"allocator '{name}' continues k_b = 0 of the U_b = "
+                       r"\d+ unfinished candidates of prompt b = \d+: .*min_rollouts >= 1 .*"
+                       r"or anchor_pair=True$") as err:
+        plan_continuations(inputs, allocator=name, rng=0, rollout_budget=budget,
+                           min_rollouts=0)
+    _assert_refused_as_biased(name, inputs, err.value, rewards, scores, rollout_budget=budget,
+                              min_rollouts=0)
+    with pytest.raises(ValueError, match=rf"allocator '{name}' continues k_b = 0 .* or plan "
+                       r"with pairht\.step\.plan_continuations\(\.\.\., anchor_pair=True\)"):
+        comparator_plan(inputs, name, rng=0, rollout_budget=budget, min_rollouts=0)
+    with pytest.raises(ValueError, match=r"budget infeasible.*min_rollouts"):
+        plan_continuations(inputs, allocator=name, rng=0, rollout_budget=budget)
+    plan = plan_continuations(inputs, allocator=name, rng=0, rollout_budget=budget,
+                              min_rollouts=0, anchor_pair=True)
+    assert (plan.info["k"] == 0).any() and plan.metrics["min_joint"] > 0
+
+
+@pytest.mark.parametrize("name", PROMPT_LEVEL)
+def test_the_default_comparators_refuse_a_rollout_budget_below_one_per_prompt(name):
+    """At a budget ratio of 0.4 the token budget buys 4 rollouts of the 12 unfinished
+    candidates: HORA's default minimum (one per prompt, 4) fits and every group is positive;
+    VIP's and DUET's (``min_group`` and ``min_rollouts=1``: 2 + 1 + 1 + 1 = 5) does not, and
+    the step refuses the budget rather than plan a prompt with no continuation."""
+    inputs, _, _ = _batch(0, 0.4)
+    if name == "hora":
+        plan = plan_continuations(inputs, allocator=name, rng=0)
+        assert plan.info["rollout_budget"] == 4 and (plan.info["k"] == 1).all()
+        assert plan.info["all_pairs_positive"].all() and plan.metrics["min_joint"] > 0
+        return
+    assert _floor(name, inputs, 1).sum() == 5
+    with pytest.raises(ValueError, match=r"budget infeasible: the per-prompt minimums need "
+                       r"(sum\(lower\) = )?5 rollouts but the budget is 4"):
+        plan_continuations(inputs, allocator=name, rng=0)
 
 
 @pytest.mark.parametrize("name", ["vip", "duet"])

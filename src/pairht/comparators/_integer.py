@@ -32,8 +32,8 @@ def check_bounds(lower: np.ndarray, upper: np.ndarray, total: int) -> None:
     if int(lower.sum()) > total:
         raise ValueError(
             f"budget infeasible: the per-prompt minimums need sum(lower) = {int(lower.sum())} "
-            f"rollouts but the budget is {total}; raise the budget or lower the minimum group "
-            f"size")
+            f"rollouts but the budget is {total}; raise the budget or lower the per-prompt "
+            f"minimums (a comparator's min_group or min_rollouts)")
 
 
 def is_concave(gains: np.ndarray, valid: np.ndarray) -> bool:

@@ -18,14 +18,24 @@ group; see ``docs/comparators.md``):
   :func:`comparator_plan` draws it directly. The pair-HT estimator is exactly unbiased for a
   group's ``g_pair`` iff every ``rho_ij > 0``, i.e. ``k_b >= 1`` wherever ``U_b >= 1``
   (``info["all_pairs_positive"]``). ``k_b = 0`` with ``U_b >= 1`` never observes a pair with
-  an unfinished candidate, and that group's estimate is biased. Every rule can give it. Its
-  per-prompt minimum is 0 for HORA; for VIP and DUET ``min_group`` (2) counts the finished
-  candidates, so the minimum is ``min(2, U_b)`` without finished candidates, 1 with one and 0
-  with two or more. A prompt at minimum 0 gets ``k_b = 0`` when the rollout budget goes
-  elsewhere (a budget of 0 rollouts, the default conversion of a small token budget, or a
-  prompt the rule ranks last); a budget below the minimums is refused (``ValueError``).
-  ``min_rollouts = m >= 1`` raises every minimum to ``min(m, U_b)``: every pair is then
-  positive, or the rollout budget is refused.
+  an unfinished candidate, and that group's estimate would be biased.
+  ``min_rollouts = m >= 1`` raises every prompt's minimum to ``min(m, U_b)``: every pair is
+  then positive, or the rollout budget is refused (``ValueError``, "budget infeasible").
+  ``min_rollouts=1`` by default in the step (every pair positive: exact); 0 is the rule as
+  read from the paper, and the step refuses a plan it leaves with a prompt of no continuation
+  (``ValueError`` from :func:`pairht.step.plan_continuations` and :func:`comparator_plan`,
+  naming the allocator, the prompt ``b``, ``k_b``, ``U_b`` and the fix: ``min_rollouts >= 1``
+  or the step's ``anchor_pair=True``). At ``min_rollouts=0`` the per-prompt minimum is 0 for
+  HORA; for VIP and DUET ``min_group`` (2) counts the finished candidates, so the minimum is
+  ``min(2, U_b)`` without finished candidates, 1 with one and 0 with two or more; a prompt at
+  minimum 0 gets ``k_b = 0`` when the rollout budget goes elsewhere (a budget of 0 rollouts,
+  the default conversion of a small token budget, or a prompt the rule ranks last). The
+  published rules themselves (:func:`~pairht.comparators.vip.vip_group_sizes`,
+  :func:`~pairht.comparators.hora.hora_extra_rollouts`,
+  :func:`~pairht.comparators.duet.proportional_counts`) keep their own defaults; the
+  allocator objects below call ``.pi()`` with ``min_rollouts=1`` unless told otherwise, and
+  ``.pi()`` itself still returns a ``k_b = 0`` plan at ``min_rollouts=0`` (reported by
+  ``info["all_pairs_positive"]``); the planners refuse it.
 * ``dppo`` - ``pi = 1`` at plan time (this project reads DPPO as saving backward compute
   only, not generation); its pruning after rewards (:mod:`pairht.comparators.dppo`) is
   unbiased for the full-batch gradient.
@@ -40,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pairht._validation import RNGLike, as_generator
+from pairht._validation import RNGLike, as_generator, check_pairs_positive
 from pairht.comparators._inputs import (
     StepInputsLike,
     prompt_joint,
@@ -89,15 +99,16 @@ class VIPAllocator:
 
     Options: ``rollout_budget`` (int; default from the token budget), ``model``
     (``"rloo"``, the default, ``"dr_grpo"`` or ``"inverse"``), ``min_group`` (2, finished
-    candidates counted), ``min_rollouts`` (0; 1 or more makes every pair positive, see the
-    module doc), ``signal_var``, ``lengthscale``. Needs ``inputs.history`` (``successes``,
-    ``trials``, optional ``features``).
+    candidates counted), ``min_rollouts`` (1 by default in the step: every pair positive,
+    exact; 0 is the rule as read from the paper, and the step refuses a plan it leaves with a
+    prompt of no continuation; see the module doc), ``signal_var``, ``lengthscale``. Needs
+    ``inputs.history`` (``successes``, ``trials``, optional ``features``).
     """
 
     name = "vip"
 
     def pi(self, inputs: StepInputsLike, *, rollout_budget: int | None = None,
-           model: str = "rloo", min_group: int = 2, min_rollouts: int = 0,
+           model: str = "rloo", min_group: int = 2, min_rollouts: int = 1,
            signal_var: float = 1.0,
            lengthscale: float | None = None, pi_min: float = 0.08, size: Any = None,
            proxy: str = "disagreement", covariance_term: bool = True,
@@ -117,15 +128,17 @@ class HORAAllocator:
     """HORA (arXiv 2605.07114): exact maximiser of total posterior hit utility
     (:mod:`pairht.comparators.hora`).
 
-    Options: ``rollout_budget``, ``min_rollouts`` (0: no per-prompt minimum, our reading of
-    the paper's abstract, which allocates *additional* rollouts and states no minimum; 1 or
-    more makes every pair positive, see the module doc). Needs ``inputs.history``.
+    Options: ``rollout_budget``, ``min_rollouts`` (1 by default in the step: every pair
+    positive, exact; 0 is the rule as read from the paper, no per-prompt minimum, our reading
+    of its abstract, which allocates *additional* rollouts and states none, and the step
+    refuses a plan it leaves with a prompt of no continuation; see the module doc). Needs
+    ``inputs.history``.
     """
 
     name = "hora"
 
     def pi(self, inputs: StepInputsLike, *, rollout_budget: int | None = None,
-           min_rollouts: int = 0, pi_min: float = 0.08, size: Any = None,
+           min_rollouts: int = 1, pi_min: float = 0.08, size: Any = None,
            proxy: str = "disagreement", covariance_term: bool = True,
            ) -> tuple[np.ndarray, dict[str, Any]]:
         _no_size(self.name, size)
@@ -146,10 +159,11 @@ class DUETAllocator:
     are our reconstruction).
 
     Options: ``rollout_budget``, ``min_group`` (2: each group, finished candidates included,
-    has at least two members where it can), ``min_rollouts`` (0; 1 or more makes every pair
-    positive, see the module doc). Uses ``inputs.history`` when present, else the mean
-    ``p_hat`` of each group. DUET's second lever, the marker-gated abort, is not part of this
-    allocator (nor of the step, the trainer or the audit): apply
+    has at least two members where it can), ``min_rollouts`` (1 by default in the step: every
+    pair positive, exact; 0 is the rule as read from the paper, and the step refuses a plan it
+    leaves with a prompt of no continuation; see the module doc). Uses ``inputs.history`` when
+    present, else the mean ``p_hat`` of each group. DUET's second lever, the marker-gated
+    abort, is not part of this allocator (nor of the step, the trainer or the audit): apply
     :func:`~pairht.comparators.duet.abort_design` and
     :func:`~pairht.comparators.duet.abort_sample` to a realised plan.
     """
@@ -157,7 +171,7 @@ class DUETAllocator:
     name = "duet"
 
     def pi(self, inputs: StepInputsLike, *, rollout_budget: int | None = None,
-           min_group: int = 2, min_rollouts: int = 0, pi_min: float = 0.08, size: Any = None,
+           min_group: int = 2, min_rollouts: int = 1, pi_min: float = 0.08, size: Any = None,
            proxy: str = "disagreement", covariance_term: bool = True,
            ) -> tuple[np.ndarray, dict[str, Any]]:
         _no_size(self.name, size)
@@ -255,8 +269,10 @@ def comparator_plan(inputs: StepInputsLike, name: str, rng: RNGLike = None,
     for it: for ``vip``, ``hora`` and ``duet`` ``k_b`` unfinished candidates by SRSWOR, or
     each with probability ``1 / U_b`` where ``k_b = 1 < U_b`` (module doc); Bernoulli at ``pi``
     for ``pair_joint``; every candidate for ``dppo``. ``joint`` is that design's exact
-    ``rho`` (``info["joint"]``); it has zeros, and the pair-HT estimate of the group is
-    biased, exactly where ``info["all_pairs_positive"]`` is False (``k_b = 0 < U_b``).
+    ``rho`` (``info["joint"]``). A plan with a zero joint (``k_b = 0 < U_b``, possible only
+    with ``min_rollouts=0``) is refused with the step's ``ValueError`` (one check,
+    :func:`pairht._validation.check_pairs_positive`): every plan returned has every
+    ``rho_ij > 0`` and an exactly unbiased pair-HT estimate.
 
     Examples
     --------
@@ -274,6 +290,7 @@ def comparator_plan(inputs: StepInputsLike, name: str, rng: RNGLike = None,
     alloc = COMPARATORS[name]
     pi, info = alloc.pi(inputs, **options)
     fin = np.asarray(inputs.finished, dtype=bool)
+    check_pairs_positive(name, info["joint"], fin, info.get("k"), anchor=False)
     gen = as_generator(rng)
     if info["design"] == "srswor":
         selected = prompt_sample(info["k"], fin, gen)

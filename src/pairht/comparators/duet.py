@@ -92,7 +92,7 @@ def proportional_counts(u: ArrayLike, n_unfinished: ArrayLike, total: int, *,
     if int(lo.sum()) > total:
         raise ValueError(f"budget infeasible: the per-prompt minimums need {int(lo.sum())} "
                          f"rollouts but the budget is {total}; raise the budget or lower the "
-                         f"minimum group size")
+                         f"per-prompt minimums (min_group or min_rollouts)")
     N = min(int(total), int(U.sum()))
     w = u if u.sum() > 0 else np.ones_like(u)
     x = _clipped_shares(w, lo.astype(float), U.astype(float), float(N))

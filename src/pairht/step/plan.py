@@ -11,11 +11,13 @@ Every probability in the plan exists before any reward does, which is what makes
 pair Horvitz-Thompson estimator design-unbiased (PAIR paper, Theorem 2) for every group whose
 pairs all have ``rho_ij > 0``. The rules of this package keep every unfinished ``pi`` at or
 above ``pi_min`` and draw designs with every joint positive, with any design of the registry.
-The prompt-level comparators (``"vip"``, ``"hora"``, ``"duet"``) may continue no candidate
-of a prompt (``k_b = 0``, ``pi = 0``): that group's joints with its unfinished candidates
-are 0, its estimate is biased, and the plan says so (``info["all_pairs_positive"]`` False,
-``metrics["min_joint"] = 0``); their ``min_rollouts`` option prevents it
-(:mod:`pairht.comparators.allocators`).
+The prompt-level comparators (``"vip"``, ``"hora"``, ``"duet"``) run with ``min_rollouts=1``
+by default in the step (every prompt continues at least one candidate, so every pair is
+positive: exact); 0 is the rule as read from the paper, and the step refuses a plan it leaves
+with a prompt of no continuation (:mod:`pairht.comparators.allocators`). In general
+:func:`plan_continuations` refuses (``ValueError``) any plan with a group whose joint of two
+candidates is 0, unless ``anchor_pair=True`` repairs it: such a group's estimate would be
+biased.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from pairht._validation import RNGLike, as_generator
+from pairht._validation import RNGLike, as_generator, check_pairs_positive
 from pairht.designs import Design
 from pairht.designs.anchored import AnchoredPair
 from pairht.designs.registry import step_design_kind
@@ -148,7 +150,8 @@ def plan_continuations(
     proxy, covariance_term
         ``"pair"``'s edge proxy and shared-vertex term (:func:`pairht.allocation.allocate`).
     anchor_pair : bool
-        Force a uniformly drawn pair of the ``G`` candidates into every draw (exact joints).
+        Force a uniformly drawn pair of the ``G`` candidates into every draw (exact joints):
+        every ``rho_ij > 0``, whatever the allocator's ``pi``.
     skill_success, skill_cost : float in [0, 1]
         Measured held-out skill of the success and cost heads.
     **allocator_options
@@ -157,6 +160,16 @@ def plan_continuations(
     Returns
     -------
     ContinuationPlan
+
+    Raises
+    ------
+    ValueError
+        If a group of the plan has two candidates with ``rho_ij = 0`` (its pair-HT estimate
+        would be biased) and ``anchor_pair`` is off: e.g. a prompt-level comparator run with
+        ``min_rollouts=0`` that continues ``k_b = 0`` of a prompt's ``U_b >= 1`` unfinished
+        candidates. The message names the allocator, the prompt ``b``, ``k_b``, ``U_b`` and
+        the fix (``min_rollouts >= 1``, the comparators' default in the step, or
+        ``anchor_pair=True``).
 
     Examples
     --------
@@ -208,6 +221,10 @@ def plan_continuations(
         pi[b] = d.pi
         joint[b] = d.joint()
         selected[b] = d.sample(gen)
+    # never a silent biased group: every pair of every group must be observable
+    k = info.get("k")  # a prompt-level rule's continuations per prompt, named in the refusal
+    check_pairs_positive(allocator, joint, used.finished,
+                         k if np.shape(k) == (B,) else None, anchor=True)
     status = np.asarray(info.get("status", np.full(B, "optimal")), dtype=object).reshape(B)
     converged = np.asarray(info.get("converged", np.ones(B, dtype=bool)), dtype=bool).reshape(B)
     plan = ContinuationPlan(pi=pi, selected=selected, joint=joint, status=status,
