@@ -136,3 +136,19 @@ def test_short_run_of_the_narrow_arm_generates_fewer_prefixes(tmp_path, monkeypa
     # prefixes for w of 8 candidates: their tokens scale by about w / 8 (same prompts, seed)
     ratio = by["pair_dr_narrow"].prefix_tokens / by["pair_dr"].prefix_tokens
     assert 0.5 * w / 8 < ratio < min(1.0, 1.5 * w / 8)
+
+
+@pytest.mark.slow
+def test_short_run_of_the_default_arm_counts_its_audit_tokens(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAIRHT_CACHE", str(tmp_path / "cache"))
+    res = ex.run_experiment(["pair", "default"], [0], task="chain", steps=2, warmup_steps=20,
+                            prompts_per_step=4, out_dir=tmp_path / "out", bootstrap=100,
+                            progress=False)
+    assert "| default |" in res.report_path.read_text()
+    by = {r.arm: r.result for r in res.runs}
+    d = by["default"]
+    # one audit before step 1 (none after the last step): 8 prompts x G whole completions
+    assert d.audit_tokens > 0 and by["pair"].audit_tokens == 0
+    assert d.generated_tokens == d.prefix_tokens + d.suffix_tokens + d.audit_tokens
+    # the curve's token axis counts the audit too
+    assert d.curve[-1][1] == d.generated_tokens
