@@ -303,3 +303,18 @@ def test_a_budget_outside_zero_one_is_a_short_one_line_error_with_the_rule(tmp_p
 def test_pi_min_above_the_budget_names_a_few_rows_not_all():
     res = _run(["audit", *TINY, "--pi-min", "0.9", "--budget", "0.5"])
     _one_line_error(res, "--pi-min 0.9 exceeds --budget 0.5", " more) give every candidate")
+
+
+def test_version_and_python_dash_m_reach_the_same_command():
+    import subprocess
+    import sys
+
+    import pairht
+
+    out = subprocess.run([sys.executable, "-m", "pairht", "--version"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == f"pairht {pairht.__version__}"
+    help_text = subprocess.run([sys.executable, "-m", "pairht", "--help"], capture_output=True,
+                               text=True, check=True).stdout
+    for command in ("audit", "demo", "experiment"):
+        assert command in help_text

@@ -34,6 +34,21 @@ audit_app = typer.Typer(
 app.add_typer(audit_app, name="audit")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from pairht import __version__
+
+        typer.echo(f"pairht {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True,
+        help="Print the version and exit.")) -> None:
+    """PAIR: pairwise-aware inclusion reweighting for RLVR. Estimator audits and demos."""
+
+
 class Reward(str, enum.Enum):
     binary = "binary"
     partial = "partial"
