@@ -364,9 +364,9 @@ class AutoWidthCallback(AuditCallback):
     """PAIR's default (``width="auto"``): audit, decide the width, train on; added by the
     trainer itself.
 
-    Before the first step and every ``every`` optimizer steps, the main process draws
-    ``n_prompts`` prompts of the training set at random (seeded by ``args.seed`` and the
-    step), generates every candidate to the end (:func:`collect_population`), and hands the
+    Before the first step (and on resuming), and every ``every`` optimizer steps, the main
+    process draws ``n_prompts`` prompts of the training set at random (seeded by ``args.seed``
+    and the step), generates every candidate to the end (:func:`collect_population`), and hands the
     population to the trainer's :class:`pairht.audit.AutoWidth`, which pools the newest audits
     and decides (small-group GRPO, or the difference estimator among a subset's or every
     candidate's prefixes); every process takes the decision
@@ -428,8 +428,9 @@ class AutoWidthCallback(AuditCallback):
         _log.info("width='auto' at step %d: %s", step, decision.reason)
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if state.global_step == 0:
-            self._decide(0)
+        # before the first step, and on resuming from a checkpoint (the pooled audits are not
+        # checkpointed: the resumed run decides afresh)
+        self._decide(state.global_step)
 
     def on_step_end(self, args, state, control, **kwargs):
         # none after the last step: no batch would run on its decision
