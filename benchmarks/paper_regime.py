@@ -38,7 +38,7 @@ if HERE not in sys.path:  # run as a script from anywhere: audit_tables' table p
 SKILLS: dict[str, float] = {"none": 0.0, "realistic": 0.7, "strong": 0.9}
 #: Columns of the table: the named skills, then hindsight-perfect predictions.
 COLUMNS = (*SKILLS, "hindsight")
-#: Audit rows of the table (columns of the issue's comparison), in order; ``default`` is
+#: Audit rows of the table: the baselines, PAIR's rules and the comparators; ``default`` is
 #: appended when registered.
 ROW_KEYS = ("grpo_small", "uniform_ht", "srswor", "pointwise_ht", "pair", "pair_width",
             "pair_batch", "pair_joint", "pair_dr", "pair_dr_narrow", "vip", "hora", "duet")
