@@ -75,6 +75,30 @@ def test_exact_moments_equal_brute_force_enumeration(small_pop, small_cfg, key):
         assert mom.tokens[q] == pytest.approx(probs @ (masks @ plan.cost[q]), rel=1e-12)
 
 
+@pytest.mark.parametrize("key", ["pair", "pair_bernoulli", "pair_hajek", "pair_clip10",
+                                 "pair_joint", "vip"])
+def test_prompts_with_equal_rewards_have_zero_moments_as_enumerated(small_pop, small_cfg, key):
+    """A prompt whose rewards are all equal skips its design moments (every pair term is
+    zero): its bias and trace are 0, as enumerating its support gives; the other prompt is
+    enumerated as usual (rows of estimator "ht": conditional HT has its own moments)."""
+    import dataclasses
+
+    from pairht.audit.exact import tied_prompts
+
+    r = small_pop.rewards.copy()
+    r[0], r[1] = 1.0, 0.0
+    pop = dataclasses.replace(small_pop, rewards=r)
+    assert tied_prompts(pop.rewards).tolist() == [True, True, False]
+    row, plan, L, mom, g = _exact(key, pop, small_cfg)
+    for q in range(pop.n_prompts):
+        mean, trace = _brute_force_vertex(row, plan, pop, L, q)
+        scale = max(np.abs(g[2]).max(), 1e-300)
+        np.testing.assert_allclose(mom.bias[q], mean - g[q], atol=1e-12 * scale)
+        assert mom.trace_cov[q] == pytest.approx(trace, rel=1e-10, abs=1e-14 * scale**2)
+    assert mom.bias[:2].tolist() == np.zeros((2, L.shape[2])).tolist()
+    assert mom.trace_cov[:2].tolist() == [0.0, 0.0]
+
+
 def _matches_support(mom, q, g, est, masks, probs, cost):
     """Exact moments of prompt ``q`` against every sample's estimate ``est`` of the support."""
     mean = probs @ est

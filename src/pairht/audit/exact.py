@@ -165,6 +165,18 @@ def expected_tokens(plan: Plan) -> np.ndarray:
     return (plan.pi * plan.cost).sum(axis=1)
 
 
+def tied_prompts(rewards: np.ndarray) -> np.ndarray:
+    """Prompts whose ``G`` rewards are all equal, ``(P,)`` bool: every pair term of such a
+    prompt is zero, so are its target and any pair estimate of it, on every sample.
+
+    Examples
+    --------
+    >>> tied_prompts(np.array([[1.0, 1.0], [0.0, 1.0]])).tolist()
+    [True, False]
+    """
+    return np.all(rewards == rewards[:, :1], axis=1)
+
+
 def vertex_row_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray,
                        cfg: AuditConfig) -> ExactMoments:
     """Exact moments of a :class:`~pairht.audit.rows.VertexRow` on every prompt."""
@@ -180,16 +192,22 @@ def vertex_row_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray,
     method = "closed form" if linear else ("enumeration" if can_enumerate else "n/a")
     if method == "n/a":
         return ExactMoments(None, None, vertices, edges, tokens, method)
+    # A prompt whose rewards are all equal has every pair term zero: the target and every
+    # sample's estimate are 0, so its bias and trace are exactly 0 (no design moments needed;
+    # the fourth-order inclusions of a fixed-size design are most of an audit's time).
+    tied = tied_prompts(pop.rewards)
+    bias[tied], trace[tied] = 0.0, 0.0
+    todo = np.flatnonzero(~tied)
     if not linear:
-        for q in range(P):
+        for q in todo:
             mean, trace[q] = enumerate_moments(designs[q], pop.rewards[q], L[q],
                                                weighting=row.weighting, w_max=row.w_max)
             bias[q] = mean - pair_gradient(pop.rewards[q], L[q])
         return ExactMoments(bias, trace, vertices, edges, tokens, method)
-    for q in range(P):
+    for q in todo:
         bias[q] = conditional_bias(pop.rewards[q], L[q], designs[q], weighting=row.weighting,
                                    w_max=row.w_max)
-    for q in range(P):
+    for q in todo:
         r, design = pop.rewards[q], designs[q]
         t = _design_trace(r, L[q], design, row.weighting, row.w_max)
         if t is None:

@@ -17,6 +17,9 @@ r"""Replace a population's prefix predictions: what the audit measures PAIR agai
   are out of fold (the real populations are cross-fitted by prompt) these are held-out
   measures, as in training.
 
+:func:`within_prompt_skill` measures how well the predictions rank the candidates of one
+prompt (zero for ``"prompt_mean"``, one for ``"hindsight"``).
+
 Finished candidates keep their values (the allocations set their ``pi`` to 1 regardless).
 """
 
@@ -75,6 +78,51 @@ def shrinkage_measures(pop: Population) -> dict[str, float]:
         out["skill_cost"] = log_cost_r2(c[unf], pop.costs[unf], np.full(ones.shape, geo))
         out["slope_cost"] = reliability_slope((c - cm)[unf], (pop.costs - cm)[unf], ones)
     return out
+
+
+def within_prompt_skill(pop: Population) -> dict[str, float]:
+    r"""How well ``p_hat`` ranks the candidates *of one prompt*: its within-prompt skill.
+
+    A prompt-level predictor (every candidate of a prompt gets the same ``p_hat``) can be
+    well calibrated across prompts and still say nothing about which candidate of a prompt
+    will succeed; these two measures see only the within-prompt part. With ``r`` the rewards
+    clipped to [0, 1] and ``p_bar_q`` the mean ``p_hat`` of prompt ``q`` over its unfinished
+    candidates (finished candidates are left out: their outcome is known):
+
+    * ``brier`` = ``1 - sum (p_hat - r)^2 / sum (p_bar_q - r)^2``: the Brier skill of the
+      predictions against the predictor's *own* prompt means (exactly 0 for prompt-level
+      predictions, 1 for hindsight-perfect ones, negative when the within-prompt deviations
+      add noise);
+    * ``auc`` = over every prompt and every pair of its unfinished candidates with
+      ``r_i > r_j``, the share with ``p_hat_i > p_hat_j`` (ties count one half): 0.5 for no
+      within-prompt ranking, 1 for a perfect one;
+
+    and ``n_pairs``, the number of such pairs (NaN skills when there are none: no prompt has
+    two different rewards).
+
+    Examples
+    --------
+    >>> from pairht.audit import synthetic_population
+    >>> m = within_prompt_skill(with_predictions(synthetic_population(8, 6, rng=0),
+    ...                                          "prompt_mean"))
+    >>> round(m["brier"], 12), m["auc"]
+    (0.0, 0.5)
+    """
+    unf = ~finished_mask(pop)
+    r = np.clip(pop.rewards, 0.0, 1.0)
+    p = pop.p_hat
+    n = np.maximum(unf.sum(axis=1, keepdims=True), 1)
+    pm = np.where(unf, p, 0.0).sum(axis=1, keepdims=True) / n
+    num = float(np.where(unf, (p - r) ** 2, 0.0).sum())
+    den = float(np.where(unf, (pm - r) ** 2, 0.0).sum())
+    both = unf[:, :, None] & unf[:, None, :]
+    higher = both & (r[:, :, None] > r[:, None, :])
+    n_pairs = int(higher.sum())
+    dp = p[:, :, None] - p[:, None, :]
+    won = float(np.where(higher, (dp > 0) + 0.5 * (dp == 0), 0.0).sum())
+    return {"brier": 1.0 - num / den if den > 0 else math.nan,
+            "auc": won / n_pairs if n_pairs else math.nan,
+            "n_pairs": float(n_pairs)}
 
 
 def _shrunk(pop: Population, by: str, meta: dict) -> Population:
