@@ -90,7 +90,6 @@ def audit_cells(pop: Any, budget: float, *, seed: int, references: tuple[str, ..
         BASELINE_ROWS,
         ROWS,
         AuditConfig,
-        compare_to_baselines,
         run_audit,
         with_predictions,
     )
@@ -106,18 +105,28 @@ def audit_cells(pop: Any, budget: float, *, seed: int, references: tuple[str, ..
     for reference in references:
         bases = tuple(k for k in BASELINE_ROWS if k in keys
                       and (reference == "all" or k != "grpo_small"))
-        cells: dict[str, tuple[float, float, float]] = {}
-        best, best_mse = "", float("nan")
-        for r in res.rows:
-            if not r.ok or "mse_exact" not in r.per_prompt:
-                cells[r.key] = (float("nan"),) * 3
-                continue
-            c = compare_to_baselines(res, r.key, baselines=bases, n_boot=n_boot, seed=seed)
-            cells[r.key] = (c.ratio, c.low, c.high)
-            best = c.baseline
-            best_mse = float(res.row(best).metrics["mse_exact"])
-        out[reference] = (cells, best, best_mse)
+        out[reference] = ratio_cells(res, bases, n_boot=n_boot, seed=seed)
     return out
+
+
+def ratio_cells(res: Any, bases: tuple[str, ...], *, n_boot: int, seed: int
+                ) -> tuple[dict[str, tuple[float, float, float]], str, float]:
+    """Every row of the audit ``res`` as ``(ratio, low, high)`` to the best of ``bases``
+    (:func:`pairht.audit.compare_to_baselines`; NaN for a row without exact MSEs), with the
+    best baseline's key and mean exact MSE."""
+    from pairht.audit import compare_to_baselines
+
+    cells: dict[str, tuple[float, float, float]] = {}
+    best, best_mse = "", float("nan")
+    for r in res.rows:
+        if not r.ok or "mse_exact" not in r.per_prompt:
+            cells[r.key] = (float("nan"),) * 3
+            continue
+        c = compare_to_baselines(res, r.key, baselines=bases, n_boot=n_boot, seed=seed)
+        cells[r.key] = (c.ratio, c.low, c.high)
+        best = c.baseline
+        best_mse = float(res.row(best).per_prompt["mse_exact"].mean())
+    return cells, best, best_mse
 
 
 def print_table(cols: dict[str, dict[str, tuple[float, float, float]]],

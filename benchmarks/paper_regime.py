@@ -281,22 +281,13 @@ def table_cells(pops: list[Any], budget: float, keys: list[str], *, n_boot: int,
 
     Returns ``(cells, best_baseline_key, best_baseline_mean_mse)``.
     """
-    from pairht.audit import BASELINE_ROWS, AuditConfig, compare_to_baselines, run_audit
+    from audit_tables import ratio_cells
+    from pairht.audit import BASELINE_ROWS, AuditConfig, run_audit
 
     cfg = AuditConfig(budget_ratio=budget, seed=seed)
     res = _merged([run_audit(p, rows=keys, config=cfg, n_draws=0) for p in pops])
-    bases = tuple(k for k in BASELINE_ROWS if k in keys)
-    cells: dict[str, tuple[float, float, float]] = {}
-    best, best_mse = "", float("nan")
-    for r in res.rows:
-        if not r.ok or "mse_exact" not in r.per_prompt:
-            cells[r.key] = (float("nan"),) * 3
-            continue
-        c = compare_to_baselines(res, r.key, baselines=bases, n_boot=n_boot, seed=seed)
-        cells[r.key] = (c.ratio, c.low, c.high)
-        best = c.baseline
-        best_mse = float(res.row(best).per_prompt["mse_exact"].mean())
-    return cells, best, best_mse
+    return ratio_cells(res, tuple(k for k in BASELINE_ROWS if k in keys), n_boot=n_boot,
+                       seed=seed)
 
 
 def describe(pops: list[Any]) -> str:
