@@ -36,12 +36,6 @@ sys.path.insert(0, HERE)
 GRID = tuple((c, m) for c in (0.5, 0.75, 0.9) for m in (1.0, 0.9, 0.85, 0.8))
 
 
-def _ratio(x: np.ndarray, ref: np.ndarray, n_boot: int = 2000) -> tuple[float, float, float]:
-    take = np.random.default_rng(0).integers(len(x), size=(n_boot, len(x)))
-    lo, hi = np.quantile(x[take].mean(axis=1) / ref[take].mean(axis=1), [0.025, 0.975])
-    return float(x.mean() / ref.mean()), float(lo), float(hi)
-
-
 def populations(extra: list[str], tuning: bool) -> dict[str, object]:
     from audit_tables import DATA, STYLES
     from pairht.audit import load_population, synthetic_population
@@ -63,6 +57,7 @@ def populations(extra: list[str], tuning: bool) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     from pairht.audit import AuditConfig, run_audit, with_predictions
     from pairht.audit.rows import BASELINE_ROWS
+    from pairht.audit.summary import ratio_interval as _ratio
     from pairht.audit.width import (
         DEFAULT_CONFIDENCE,
         DEFAULT_MAX_RATIO,

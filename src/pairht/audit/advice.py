@@ -17,7 +17,7 @@ from pairht.audit.exact import two_stage_row_moments
 from pairht.audit.population import Population
 from pairht.audit.rows import ROWS, TwoStageRow
 from pairht.audit.runner import run_audit
-from pairht.audit.summary import N_BOOT as SUMMARY_BOOT
+from pairht.audit.summary import ratio_interval
 from pairht.audit.two_stage import plan_two_stage
 from pairht.audit.width import (
     CONFIDENCE,
@@ -129,15 +129,7 @@ def width_advice(population: Population | Sequence[Population], budget_ratio: fl
     mse = {k: np.concatenate([r.row(k).per_prompt["mse_exact"] for r in results])
            for k in keys}
     best = opts[int(np.argmin([mse[k].mean() for k in opts]))]  # ties: the first
-    ref = mse["grpo_small"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = float(mse[best].mean() / ref.mean()) if ref.mean() > 0 else float("nan")
-        # the summary's percentile bootstrap over prompts (pairht.audit.summary)
-        idx = np.random.default_rng(np.random.SeedSequence([int(seed), 2000])).integers(
-            0, ref.size, size=(SUMMARY_BOOT, ref.size))
-        boot = mse[best][idx].mean(axis=1) / ref[idx].mean(axis=1)
-    low, high = (np.nanquantile(boot, [0.025, 0.975]) if np.isfinite(ratio)
-                 else (float("nan"), float("nan")))
+    ratio, low, high = ratio_interval(mse[best], mse["grpo_small"], seed=seed)
     # A population without reward contrast has MSE 0 for every option (ratio NaN): no
     # verdict. A prefix rule only when it is confidently better (choose_option).
     picked = keys[choose_option(np.stack([mse[k] for k in keys]), confidence, N_BOOT,
@@ -145,7 +137,7 @@ def width_advice(population: Population | Sequence[Population], budget_ratio: fl
                                 max_ratio=max_ratio)]
     grpo, last = results[-1].row("grpo_small"), results[-1].row(best)
     return WidthAdvice(choice="none" if not np.isfinite(ratio) else picked, ratio=ratio,
-                       low=float(low), high=float(high),
+                       low=low, high=high,
                        group_size=float(grpo.metrics["budget_scale"]) * pops[-1].group_size,
                        generated=float(grpo.metrics["generated_exact"]), option=best,
                        prefix_width=(int(last.metrics["prefix_width"])

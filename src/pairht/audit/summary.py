@@ -61,6 +61,30 @@ class Comparison:
                 f"{self.high:.3f}] (percentile, B={self.n_boot})")
 
 
+def ratio_interval(x: np.ndarray, ref: np.ndarray, *, n_boot: int = N_BOOT,
+                   level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """``mean x / mean ref`` of per-prompt values and its percentile bootstrap interval over
+    prompts (``n_boot`` resamples seeded by ``seed``; NaN ratio when ``mean ref`` is 0).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> r, lo, hi = ratio_interval(np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0]))
+    >>> r, bool(lo <= r <= hi)
+    (1.0, True)
+    """
+    ratio = float(x.mean() / ref.mean()) if ref.mean() > 0 else math.nan
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 2000]))
+    P = x.shape[0]
+    idx = rng.integers(0, P, size=(n_boot, P))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = x[idx].mean(axis=1) / ref[idx].mean(axis=1)
+    if not np.isfinite(ratio) or not np.isfinite(boot).any():
+        return ratio, math.nan, math.nan
+    lo, hi = np.nanquantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return ratio, float(lo), float(hi)
+
+
 def _per_prompt(result: Any, key: str) -> np.ndarray | None:
     try:
         r = result.row(key)
@@ -115,13 +139,7 @@ def compare_to_baselines(result: Any, row: str = "pair", *, baselines: tuple[str
                          f"{list(keys)}")
     best = min(cands, key=lambda k: float(cands[k].mean()))
     ref = cands[best]
-    ratio = float(mine.mean() / ref.mean()) if ref.mean() > 0 else math.nan
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 2000]))
-    P = mine.shape[0]
-    idx = rng.integers(0, P, size=(n_boot, P))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        boot = mine[idx].mean(axis=1) / ref[idx].mean(axis=1)
-    lo, hi = np.nanquantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    ratio, lo, hi = ratio_interval(mine, ref, n_boot=n_boot, level=level, seed=seed)
     ratios = {}
     for r in result.rows:
         m = _per_prompt(result, r.key)
