@@ -41,6 +41,7 @@ def test_pair_training_spends_the_budget_and_improves_reward(tmp_path):
         tau=6,
         snap_window=8,
         budget_ratio=0.5,
+        width="prefixes",  # PAIR's prefix path on every step (the default audits and chooses)
         learning_rate=3e-4,
         max_steps=steps,
         logging_steps=1,

@@ -437,7 +437,7 @@ def test_backend_drives_pair_grpo_trainer(monkeypatch, tmp_path):
     cfg = PairGRPOConfig(output_dir=str(tmp_path), tau=TAU, snap_window=WINDOW, num_generations=g,
                          per_device_train_batch_size=2 * g, max_completion_length=max_len,
                          max_steps=1, use_cpu=True, report_to="none", save_strategy="no",
-                         logging_steps=1, seed=0, head_width=16)
+                         logging_steps=1, seed=0, head_width=16, width="prefixes")
     trainer = PairGRPOTrainer(model=policy, reward_funcs=toy.toy_reward, args=cfg,
                               train_dataset=toy.make_dataset(2, rng=0), processing_class=tok,
                               generation_backend=backend)
