@@ -38,9 +38,9 @@ if HERE not in sys.path:  # run as a script from anywhere: audit_tables' table p
 SKILLS: dict[str, float] = {"none": 0.0, "realistic": 0.7, "strong": 0.9}
 #: Columns of the table: the named skills, then hindsight-perfect predictions.
 COLUMNS = (*SKILLS, "hindsight")
-#: Audit rows of the table: the baselines, PAIR's rules and the comparators; ``default`` is
-#: appended when registered.
-ROW_KEYS = ("grpo_small", "uniform_ht", "srswor", "pointwise_ht", "pair", "pair_width",
+#: Audit rows of the table: what PAIR runs by default first, then the baselines, PAIR's rules
+#: and the comparators.
+ROW_KEYS = ("default", "grpo_small", "uniform_ht", "srswor", "pointwise_ht", "pair", "pair_width",
             "pair_batch", "pair_joint", "pair_dr", "pair_dr_narrow", "vip", "hora", "duet")
 #: Median answer length (tokens) and the clip of answer lengths.
 MEDIAN_LENGTH = 1800.0
@@ -305,11 +305,10 @@ def describe(pops: list[Any]) -> str:
 
 
 def row_keys(extra: list[str] | None = None) -> list[str]:
-    """:data:`ROW_KEYS` plus ``default`` when the audit registers it, plus ``extra``;
-    registered rows only, each once."""
+    """:data:`ROW_KEYS` plus ``extra``; registered rows only, each once."""
     from pairht.audit import ROWS
 
-    keys = [*ROW_KEYS, "default", *(extra or [])]
+    keys = [*ROW_KEYS, *(extra or [])]
     unknown = [k for k in (extra or []) if k not in ROWS]
     if unknown:
         raise ValueError(f"--rows: unknown audit rows {unknown}; registered: {list(ROWS)}")
