@@ -17,8 +17,9 @@ group; see ``docs/comparators.md``):
   paper rule allows ``k_b = 0``, reported as ``info["all_pairs_positive"]``).
 * ``dppo`` - no generation saved (``pi = 1``); its pruning after rewards
   (:mod:`pairht.comparators.dppo`) is unbiased for the full-batch gradient.
-* ``pair_joint`` - Bernoulli design at the two-level PAIR allocation: exactly unbiased for
-  ``g_pair`` (``pi >= pi_min``).
+* ``pair_joint`` - the two-level PAIR allocation (a robust batch split, then PAIR in each
+  group), Bernoulli design or, at ``size="auto"``, PAIR's default fixed-size design: exactly
+  unbiased for ``g_pair`` (``pi >= pi_min``, exact joints).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from pairht.comparators._inputs import (
 from pairht.comparators.duet import informativeness, proportional_counts
 from pairht.comparators.gp import gp_success_probability
 from pairht.comparators.hora import hora_extra_rollouts
-from pairht.comparators.joint import pair_joint_allocate
+from pairht.comparators.joint import KAPPA, LINE_STEPS, pair_joint_allocate
 from pairht.comparators.vip import vip_group_sizes
 
 if TYPE_CHECKING:  # annotation only, like pairht.comparators.joint
@@ -182,29 +183,62 @@ class DPPOAllocator:
 
 class PairJointAllocator:
     """``pair_joint``: the batch budget ``sum(inputs.budget)`` split across prompts by their
-    PAIR value curves, then PAIR within each group (Bernoulli design).
+    PAIR value curves, moved from the per-prompt split ``inputs.budget`` only as far as a
+    factor-``kappa`` error in every prompt's predicted variance change keeps it no worse
+    (:func:`~pairht.comparators.joint.robust_split`), then PAIR within each group.
 
-    Options: ``pi_min`` (0.08), ``grid`` (64), ``proxy``, ``covariance_term``.
+    ``size`` is the group level's (:func:`~pairht.comparators.pair_joint_allocate`): ``None``
+    (called directly) the Bernoulli program and draw; ``"auto"`` (what
+    :func:`pairht.step.plan_continuations` passes) PAIR's default fixed-size design, the two
+    sizes' conditional Poisson components mixed (``info["pi_lo"]``, ``info["pi_hi"]``,
+    ``info["weight_hi"]``, ``info["fixed_size"]``; ``info["group_designs"]`` the designs).
+
+    Options: ``pi_min`` (0.08), ``grid`` (64), ``proxy``, ``covariance_term``, ``size``,
+    ``kappa`` (3), ``line_steps`` (16), ``warm_start``.
     """
 
     name = "pair_joint"
+    #: PAIR's program at the group level: takes ``size`` (``plan_continuations`` passes
+    #: ``"auto"``), ``proxy``, ``covariance_term`` and ``warm_start``.
+    takes_size = True
 
     def pi(self, inputs: StepInputsLike, *, pi_min: float = 0.08, grid: int = 64,
            proxy: ProxyKind = "disagreement", covariance_term: bool = True, size: Any = None,
-           ) -> tuple[np.ndarray, dict[str, Any]]:
-        _no_size(self.name, size)
+           kappa: float = KAPPA, line_steps: int = LINE_STEPS,
+           warm_start: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         batch = read_batch(inputs)
         res = pair_joint_allocate(batch.p_hat, batch.c_hat, batch.finished,
                                   float(batch.budget.sum()), pi_min=pi_min, grid=grid,
-                                  proxy=proxy, covariance_term=covariance_term)
-        joint = res.pi[:, :, None] * res.pi[:, None, :]
-        G = res.pi.shape[1]
-        joint[:, np.arange(G), np.arange(G)] = res.pi
-        return res.pi, {"status": res.status, "converged": res.converged, "joint": joint,
-                        "design": "bernoulli", "prompt_budget": res.budgets,
-                        "unspent_budget": _unspent(batch, res.pi),
-                        "objective": res.objective, "grid_step": res.delta,
-                        "all_pairs_positive": np.ones(res.pi.shape[0], dtype=bool)}
+                                  proxy=proxy, covariance_term=covariance_term,
+                                  prompt_budget=batch.budget, kappa=kappa,
+                                  line_steps=line_steps, size=size, warm_start=warm_start)
+        B, G = res.pi.shape
+        info: dict[str, Any] = {
+            "status": res.status, "converged": res.converged, "prompt_budget": res.budgets,
+            "unspent_budget": _unspent(batch, res.pi), "objective": res.objective,
+            "grid_step": res.delta, "base_budget": res.base, "split_budget": res.target,
+            "split_move": res.move, "all_pairs_positive": np.ones(B, dtype=bool)}
+        if size is None:
+            joint = res.pi[:, :, None] * res.pi[:, None, :]
+            joint[:, np.arange(G), np.arange(G)] = res.pi
+            info.update(joint=joint, design="bernoulli")
+            return res.pi, info
+        from pairht.step.plan import group_design  # lazy: pairht.step reads this module
+
+        assert res.fixed_size is not None and res.pi_lo is not None  # set by the solve
+        assert res.pi_hi is not None and res.weight_hi is not None
+        designs = []
+        for b in range(B):
+            if res.fixed_size[b]:
+                comps = (res.pi_lo[b], res.pi_hi[b], float(res.weight_hi[b]))
+                designs.append(group_design("conditional_poisson", res.pi[b], batch.finished[b],
+                                            components=comps))
+            else:  # a group that affords no size of two: Bernoulli, as the step draws it
+                designs.append(group_design("bernoulli", res.pi[b], batch.finished[b]))
+        info.update(joint=np.stack([d.joint() for d in designs]), design="conditional_poisson",
+                    pi_lo=res.pi_lo, pi_hi=res.pi_hi, weight_hi=res.weight_hi,
+                    fixed_size=res.fixed_size, sized=True, group_designs=designs)
+        return res.pi, info
 
 
 def rollout_budget_of(batch: Any, value: int | None) -> int:
@@ -253,6 +287,8 @@ def comparator_plan(inputs: StepInputsLike, name: str, rng: RNGLike = None,
         selected = srswor_sample(info["k"], fin, gen)
     elif info["design"] == "bernoulli":
         selected = fin | (gen.random(pi.shape) < pi)
+    elif "group_designs" in info:  # pair_joint at a size: the step's designs, drawn
+        selected = np.stack([d.sample(gen) for d in info["group_designs"]])
     else:
         selected = np.ones(pi.shape, dtype=bool)
     return ComparatorPlan(pi=pi, selected=selected, joint=info["joint"], info=info,
