@@ -42,7 +42,7 @@ from pairht.comparators._inputs import (
 from pairht.comparators.duet import informativeness, proportional_counts
 from pairht.comparators.gp import gp_success_probability
 from pairht.comparators.hora import hora_extra_rollouts
-from pairht.comparators.joint import KAPPA, LINE_STEPS, pair_joint_allocate
+from pairht.comparators.joint import KAPPA, LINE_STEPS, RATE_PRIOR, pair_joint_allocate
 from pairht.comparators.vip import vip_group_sizes
 
 if TYPE_CHECKING:  # annotation only, like pairht.comparators.joint
@@ -183,8 +183,9 @@ class DPPOAllocator:
 
 class PairJointAllocator:
     """``pair_joint``: the batch budget ``sum(inputs.budget)`` split across prompts by their
-    PAIR value curves, moved from the per-prompt split ``inputs.budget`` only as far as a
-    factor-``kappa`` error in every prompt's predicted variance change keeps it no worse
+    PAIR value curves (predictions read through a prior on the rate), moved from the
+    per-prompt split ``inputs.budget`` only as far as a factor-``kappa`` error in every
+    prompt's predicted variance change keeps it no worse
     (:func:`~pairht.comparators.joint.robust_split`), then PAIR within each group.
 
     ``size`` is the group level's (:func:`~pairht.comparators.pair_joint_allocate`): ``None``
@@ -194,7 +195,7 @@ class PairJointAllocator:
     ``info["weight_hi"]``, ``info["fixed_size"]``; ``info["group_designs"]`` the designs).
 
     Options: ``pi_min`` (0.08), ``grid`` (64), ``proxy``, ``covariance_term``, ``size``,
-    ``kappa`` (3), ``line_steps`` (16), ``warm_start``.
+    ``kappa`` (2), ``rate_prior`` (1/2), ``line_steps`` (16), ``warm_start``.
     """
 
     name = "pair_joint"
@@ -204,14 +205,16 @@ class PairJointAllocator:
 
     def pi(self, inputs: StepInputsLike, *, pi_min: float = 0.08, grid: int = 64,
            proxy: ProxyKind = "disagreement", covariance_term: bool = True, size: Any = None,
-           kappa: float = KAPPA, line_steps: int = LINE_STEPS,
-           warm_start: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+           kappa: float = KAPPA, rate_prior: float = RATE_PRIOR,
+           line_steps: int = LINE_STEPS, warm_start: np.ndarray | None = None,
+           ) -> tuple[np.ndarray, dict[str, Any]]:
         batch = read_batch(inputs)
         res = pair_joint_allocate(batch.p_hat, batch.c_hat, batch.finished,
                                   float(batch.budget.sum()), pi_min=pi_min, grid=grid,
                                   proxy=proxy, covariance_term=covariance_term,
                                   prompt_budget=batch.budget, kappa=kappa,
-                                  line_steps=line_steps, size=size, warm_start=warm_start)
+                                  rate_prior=rate_prior, line_steps=line_steps, size=size,
+                                  warm_start=warm_start)
         B, G = res.pi.shape
         info: dict[str, Any] = {
             "status": res.status, "converged": res.converged, "prompt_budget": res.budgets,

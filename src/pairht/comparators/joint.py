@@ -15,14 +15,19 @@ convex and separable except for the shared budget ``T = sum_b budget_b``. Three 
    is evaluated on the grid ``beta_b(m) = floor_b + m delta``, ``delta = (T - sum floor) /
    M``, and the grid steps are split by the exact integer allocation (:func:`split_grid`):
    the *batch split* ``beta*``, within one step ``delta`` per prompt of the continuous
-   optimum of the predicted curves.
-2. **Robust move** (:func:`robust_split`). The curves are predictions: a prompt predicted to
-   agree (``p_hat`` near 0 or 1 for every candidate) has a flat curve, and the batch split
-   takes its budget, which a prompt with one success of 16 pays for with a variance many
-   times larger. The budgets are taken on the segment from the per-prompt split ``beta0``
-   (each prompt at its own budget) to ``beta*``, at the point that minimises the worst case
-   of the batch's variance change when every prompt's predicted change may be wrong by a
-   factor ``kappa``:
+   optimum of the curves. The curves are predictions, and a prompt predicted to agree
+   (``p_hat`` near 0, or near 1, for every candidate) has a flat one: the split takes its
+   budget, which a prompt with one success of 16 pays for with a variance many times larger
+   (its success is continued with ``pi`` near ``pi_min``). So the curves read the
+   predictions through a prior on the rate (:func:`rate_prior_predictions`): ``p~ = (G p_hat
+   + w / 2) / (G + w)``, the ``G`` predictions counted as ``G`` outcomes plus ``w``
+   pseudo-outcomes at rate 1/2 (default ``w = 1/2``; a prompt predicted to fail everywhere
+   is valued as one expecting a quarter of a success among its 16). The group level keeps
+   ``p_hat``.
+2. **Robust move** (:func:`robust_split`). The budgets are taken on the segment from the
+   per-prompt split ``beta0`` (each prompt at its own budget) to ``beta*``, at the point that
+   minimises the worst case of the batch's variance change when every prompt's predicted
+   change may be wrong by a factor ``kappa``:
 
    .. math:: \beta(\lambda) = \beta^0 + \lambda (\beta^* - \beta^0),\qquad
              R(\lambda) = \sum_b \max\{\kappa\, \Delta_b(\lambda),\ \Delta_b(\lambda) / \kappa\},
@@ -33,7 +38,8 @@ convex and separable except for the shared budget ``T = sum_b budget_b``. Three 
    times its predicted loss and each true gain at least ``1 / kappa`` of the predicted gain,
    the batch's true variance is at most the per-prompt split's. Budget moves only where the
    predicted gains exceed ``kappa^2`` times the predicted losses; within the prediction
-   noise (``lambda* = 0``) every prompt keeps its own budget, exactly PAIR's per-prompt rule.
+   noise (``lambda* = 0``) every prompt keeps its own budget, exactly PAIR's per-prompt rule
+   (default ``kappa = 2``).
 3. **Group level.** PAIR's continuation program at ``beta_b(lambda*)`` for each prompt
    (:func:`pairht.step.pair_program.solve_pair`): at ``size="auto"`` PAIR's default, the
    fixed-size program at the two sizes neighbouring uniform SRSWOR's, drawn as their exact
@@ -69,7 +75,10 @@ if TYPE_CHECKING:  # annotation only: pairht.allocation is imported lazily at ca
 FINISHED_COST = 1e-9
 #: Default robustness factor of the batch split (:func:`robust_split`): every prompt's
 #: predicted variance change may be wrong by this factor.
-KAPPA = 3.0
+KAPPA = 2.0
+#: Default weight ``w`` of the rate prior of the split's value curves
+#: (:func:`rate_prior_predictions`): pseudo-outcomes at rate 1/2 beside the ``G`` predictions.
+RATE_PRIOR = 0.5
 #: Default number of steps ``L`` of the segment from the per-prompt to the batch split.
 LINE_STEPS = 16
 #: A robust gain below this fraction of the per-prompt split's predicted variance is noise.
@@ -136,6 +145,34 @@ def split_grid(curves: np.ndarray) -> np.ndarray:
         nxt = np.where(steps < W, gains[np.arange(B), np.minimum(steps, W - 1)], -np.inf)
         steps[int(np.argmax(nxt))] += 1
     return steps
+
+
+def rate_prior_predictions(p_hat: np.ndarray, weight: float = RATE_PRIOR) -> np.ndarray:
+    r"""The predictions as the value curves of the batch split read them: ``p~ = (G p_hat + w
+    / 2) / (G + w)`` over each group of ``G``.
+
+    Each candidate's prediction counts as ``G`` outcomes of its prompt's rate, beside ``w``
+    pseudo-outcomes at rate 1/2 (a ``Beta(w / 2, w / 2)`` prior): no prompt is predicted to
+    agree more surely than ``G`` outcomes of it could show. ``w = 0`` leaves ``p_hat``.
+
+    Examples
+    --------
+    >>> rate_prior_predictions(np.array([[0.0, 0.0, 0.5, 1.0]]), 0.5).round(4).tolist()
+    [[0.0556, 0.0556, 0.5, 0.9444]]
+    """
+    w = check_rate_prior(weight)
+    p = np.asarray(p_hat, dtype=np.float64)
+    G = p.shape[-1]
+    return p if w == 0.0 else (G * p + 0.5 * w) / (G + w)
+
+
+def check_rate_prior(weight: Any) -> float:
+    """``rate_prior`` checked: a finite number ``>= 0``."""
+    if isinstance(weight, (bool, np.bool_)) or not isinstance(weight, (int, float, np.number)) \
+            or not np.isfinite(weight) or weight < 0:
+        raise ValueError(f"rate_prior must be a finite number >= 0 (pseudo-outcomes at rate "
+                         f"1/2 in the split's value curves); got {weight!r}")
+    return float(weight)
 
 
 def check_kappa(kappa: Any) -> float:
@@ -230,6 +267,7 @@ def pair_joint_allocate(
     covariance_term: bool = True,
     prompt_budget: np.ndarray | None = None,
     kappa: float = KAPPA,
+    rate_prior: float = RATE_PRIOR,
     line_steps: int = LINE_STEPS,
     size: int | str | None = None,
     warm_start: np.ndarray | None = None,
@@ -257,6 +295,9 @@ def pair_joint_allocate(
     kappa : float
         Robustness of the move from ``beta0`` to the batch split (module doc, step 2):
         ``1`` the batch split, ``inf`` the per-prompt split, default :data:`KAPPA`.
+    rate_prior : float
+        Pseudo-outcomes ``w`` at rate 1/2 in the value curves (:func:`rate_prior_predictions`,
+        module doc, step 1; ``0``: the predictions as they are), default :data:`RATE_PRIOR`.
     line_steps : int
         Steps ``L`` of that segment.
     size : None, "auto" or int
@@ -279,7 +320,7 @@ def pair_joint_allocate(
     >>> bool(res.budgets[0] > res.budgets[1])   # the uncertain prompt gets more
     True
     >>> res = pair_joint_allocate(p, np.full((2, 3), 10.0), np.zeros((2, 3), bool), 30.0)
-    >>> res.budgets.tolist(), res.move          # within a factor 3 of noise: each its own
+    >>> res.budgets.tolist(), res.move          # within a factor 2 of noise: each its own
     ([15.0, 15.0], 0.0)
     """
     from pairht.allocation import allocate
@@ -292,6 +333,7 @@ def pair_joint_allocate(
         raise ValueError(f"grid must be a positive int; got {grid!r}")
     check_kappa(kappa)
     p_hat = np.asarray(p_hat, dtype=np.float64)
+    p_curve = rate_prior_predictions(p_hat, rate_prior)
     c_hat = np.asarray(c_hat, dtype=np.float64)
     finished = np.asarray(finished, dtype=bool)
     B = p_hat.shape[0]
@@ -326,7 +368,7 @@ def pair_joint_allocate(
             # pi_min
             beta = np.maximum(lv + eps_cost[:, None], pi_min * c.sum(axis=1)[:, None])
             W = lv.shape[1]
-            pa, ca = p_hat[active], c[active]
+            pa, ca = p_curve[active], c[active]
             res = allocate(np.broadcast_to(pa, (W, *pa.shape)),
                            np.broadcast_to(ca, (W, *ca.shape)),
                            beta[active].T, pi_min=pi_min, proxy=proxy,

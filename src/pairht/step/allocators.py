@@ -497,11 +497,14 @@ class PairBatchAllocator:
     1. **Batch split.** Prompt ``b``'s value curve ``V_b(beta)`` is the optimal value of PAIR's
        Bernoulli program (the ``"pair"`` rule with ``size=None``, same ``proxy`` and options)
        at budget ``beta``: convex and nonincreasing in ``beta`` (the optimal value of a
-       convex program as a function of its right-hand side). It is evaluated on the grid
-       ``beta_b(m) = min(floor_b + m delta, full_b)``, ``floor_b = pi_min sum_u c_u``
-       (what every prompt must spend), ``delta = (min(T, sum_b full_b) - sum_b floor_b) /
-       grid``, and the ``grid`` steps are split exactly
-       (:func:`pairht.comparators.joint.split_grid`): ``beta*``.
+       convex program as a function of its right-hand side), on the predictions read through
+       a prior on the rate, ``p~ = (G p_hat + w / 2) / (G + w)`` (``w = rate_prior``
+       pseudo-outcomes at rate 1/2 beside the ``G`` predictions,
+       :func:`pairht.comparators.joint.rate_prior_predictions`): a prompt predicted to agree
+       is never valued as sure to. It is evaluated on the grid ``beta_b(m) = min(floor_b + m
+       delta, full_b)``, ``floor_b = pi_min sum_u c_u`` (what every prompt must spend),
+       ``delta = (min(T, sum_b full_b) - sum_b floor_b) / grid``, and the ``grid`` steps are
+       split exactly (:func:`pairht.comparators.joint.split_grid`): ``beta*``.
     2. **Robust move** (:func:`pairht.comparators.joint.robust_split`). From the per-prompt
        split ``beta0_b = min(budget_b, full_b)`` towards ``beta*``, ``beta(lambda) = beta0 +
        lambda (beta* - beta0)``, to the ``lambda`` in ``0, 1/L, ..., 1`` (``L =
@@ -517,9 +520,10 @@ class PairBatchAllocator:
        batch's variance is at most the per-prompt split's, and budget moves only where the
        predicted gains exceed ``kappa^2`` times the predicted losses. The value curves are
        predictions: a prompt predicted to agree (``p_hat`` near 0 for every candidate) has a
-       flat curve, and the plain split (``kappa = 1``) takes its budget, which a prompt with
-       one or two successes of 16 pays for with a many times larger variance (docs/step.md).
-       ``kappa = inf`` is the per-prompt rule ``"pair"`` exactly.
+       flat curve, and the plain split (``kappa = 1``, ``rate_prior = 0``) takes its budget,
+       which a prompt with one or two successes of 16 pays for with a many times larger
+       variance (its success continued at ``pi`` near ``pi_min``; docs/step.md). ``kappa =
+       inf`` is the per-prompt rule ``"pair"`` exactly.
     3. **Within a prompt.** The ``"pair"`` rule at ``budget_b = beta_b(lambda*)``, with its
        ``size`` (``plan_continuations`` passes ``"auto"``: PAIR's default fixed-size design).
 
@@ -535,8 +539,9 @@ class PairBatchAllocator:
     ``info["base_budget"]``, ``info["split_budget"]`` and ``info["split_move"]`` hold
     ``beta0``, ``beta*`` and ``lambda*``).
 
-    Options: those of ``"pair"``, ``grid`` (64), ``kappa`` (``None``: 3,
-    :data:`pairht.comparators.joint.KAPPA`) and ``line_steps`` (``None``: 16).
+    Options: those of ``"pair"``, ``grid`` (64), ``kappa`` (``None``: 2,
+    :data:`pairht.comparators.joint.KAPPA`), ``rate_prior`` (``None``: 1/2,
+    :data:`~pairht.comparators.joint.RATE_PRIOR`) and ``line_steps`` (``None``: 16).
 
     Examples
     --------
@@ -544,14 +549,14 @@ class PairBatchAllocator:
     >>> from pairht.step import StepInputs
     >>> x = StepInputs.from_ratio([[0.5, 0.5, 0.5, 0.5], [0.99, 0.99, 0.99, 0.99]],
     ...                           np.full((2, 4), 10.0), np.zeros((2, 4), bool), 0.5)
-    >>> pi, info = ALLOCATORS["pair_batch"].pi(x, grid=16)
-    >>> bool(info["prompt_budget"][0] > info["prompt_budget"][1])  # the uncertain prompt
+    >>> pi, info = ALLOCATORS["pair_batch"].pi(x, grid=16, kappa=1.0, rate_prior=0.0)
+    >>> bool(info["prompt_budget"][0] > info["prompt_budget"][1])  # plain: the uncertain prompt
     True
     >>> round(float((pi * 10.0).sum()), 6)                        # the batch's budget
     40.0
-    >>> pi, info = ALLOCATORS["pair_batch"].pi(x, grid=16, kappa=float("inf"))
-    >>> info["prompt_budget"].tolist()                            # each prompt its own
-    [20.0, 20.0]
+    >>> pi, info = ALLOCATORS["pair_batch"].pi(x, grid=16)         # the default, robust
+    >>> info["prompt_budget"].tolist(), info["split_move"]         # gain within 2x: none
+    ([20.0, 20.0], 0.0)
     """
 
     name = "pair_batch"
@@ -559,21 +564,24 @@ class PairBatchAllocator:
 
     def pi(self, inputs: StepInputs, *, pi_min: float = 0.08, proxy: str = "disagreement",
            covariance_term: bool = True, size: int | str | None = None, grid: int = 64,
-           kappa: float | None = None, line_steps: int | None = None,
-           warm_start: np.ndarray | None = None, **solver: Any,
-           ) -> tuple[np.ndarray, dict[str, Any]]:
+           kappa: float | None = None, rate_prior: float | None = None,
+           line_steps: int | None = None, warm_start: np.ndarray | None = None,
+           **solver: Any) -> tuple[np.ndarray, dict[str, Any]]:
         import dataclasses
 
         from pairht.comparators.joint import (
             KAPPA,
             LINE_STEPS,
+            RATE_PRIOR,
             check_kappa,
+            rate_prior_predictions,
             robust_split,
             split_grid,
         )
 
         kappa = check_kappa(KAPPA if kappa is None else kappa)
         line_steps = LINE_STEPS if line_steps is None else line_steps
+        prior = RATE_PRIOR if rate_prior is None else rate_prior
 
         check_solver_options(self.name, solver)  # before the curves are solved
         if isinstance(grid, (bool, np.bool_)) or not isinstance(grid, (int, np.integer)) \
@@ -587,11 +595,13 @@ class PairBatchAllocator:
         total = min(float(inputs.budget.sum()), float(full.sum()))
         delta = max(total - float(floor.sum()), 0.0) / grid
         levels = np.minimum(floor[:, None] + delta * np.arange(grid + 1)[None, :], full[:, None])
-        curves = _program_curves(inputs, levels, lo, proxy, covariance_term, solver)
+        # the value curves read the predictions through the rate prior; the program keeps them
+        read = dataclasses.replace(inputs, p_hat=rate_prior_predictions(inputs.p_hat, prior))
+        curves = _program_curves(read, levels, lo, proxy, covariance_term, solver)
         target = levels[np.arange(B), split_grid(curves)]
         base = np.clip(inputs.budget, floor, full)
         budgets, move = robust_split(
-            lambda lv: _program_curves(inputs, lv, lo, proxy, covariance_term, solver),
+            lambda lv: _program_curves(read, lv, lo, proxy, covariance_term, solver),
             base, target, kappa=kappa, steps=line_steps)
         share = dataclasses.replace(inputs, budget=np.maximum(budgets, floor))
         pi, info = PairAllocator().pi(share, pi_min=lo, proxy=proxy,
