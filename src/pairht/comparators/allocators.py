@@ -24,8 +24,9 @@ group; see ``docs/comparators.md``):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -188,60 +189,63 @@ class PairJointAllocator:
     prompt's predicted variance change keeps it no worse
     (:func:`~pairht.comparators.joint.robust_split`), then PAIR within each group.
 
-    ``size`` is the group level's (:func:`~pairht.comparators.pair_joint_allocate`): ``None``
-    (called directly) the Bernoulli program and draw; ``"auto"`` (what
-    :func:`pairht.step.plan_continuations` passes) PAIR's default fixed-size design, the two
-    sizes' conditional Poisson components mixed (``info["pi_lo"]``, ``info["pi_hi"]``,
-    ``info["weight_hi"]``, ``info["fixed_size"]``; ``info["group_designs"]`` the designs).
+    The group level follows ``size``. ``None`` (called directly): the Bernoulli program and
+    draw of :func:`~pairht.comparators.pair_joint_allocate`. A size (``"auto"``, what
+    :func:`pairht.step.plan_continuations` passes, a rule of PAIR's program): the step's
+    ``"pair"`` rule at the split's budgets, PAIR's default fixed-size design, with its
+    ``info`` (``pi_lo``, ``pi_hi``, ``weight_hi``, ``fixed_size``; the step builds the
+    designs and exact joints). The step lends that rule when it reads :data:`COMPARATORS`
+    (:meth:`bind_group_rule`): this module never imports the step.
 
     Options: ``pi_min`` (0.08), ``grid`` (64), ``proxy``, ``covariance_term``, ``size``,
-    ``kappa`` (2), ``rate_prior`` (1/2), ``line_steps`` (16), ``warm_start``.
+    ``kappa`` (2), ``rate_prior`` (1/2), ``line_steps`` (16), ``warm_start`` (at a size).
     """
 
     name = "pair_joint"
-    #: PAIR's program at the group level: takes ``size`` (``plan_continuations`` passes
-    #: ``"auto"``), ``proxy``, ``covariance_term`` and ``warm_start``.
+    #: A rule of PAIR's program: takes ``size`` (``plan_continuations`` passes ``"auto"``),
+    #: ``proxy``, ``covariance_term`` and ``warm_start``.
     takes_size = True
+
+    def __init__(self) -> None:
+        self.group_rule: Any = None
+
+    def bind_group_rule(self, rule: Any) -> None:
+        """The step's ``"pair"`` allocator, run at the split's budgets when a size is asked."""
+        self.group_rule = rule
 
     def pi(self, inputs: StepInputsLike, *, pi_min: float = 0.08, grid: int = 64,
            proxy: ProxyKind = "disagreement", covariance_term: bool = True, size: Any = None,
            kappa: float = KAPPA, rate_prior: float = RATE_PRIOR,
            line_steps: int = LINE_STEPS, warm_start: np.ndarray | None = None,
            ) -> tuple[np.ndarray, dict[str, Any]]:
+        if size is not None and self.group_rule is None:
+            raise ValueError("pair_joint at a size runs the step's 'pair' rule in each group; "
+                             "call it through pairht.step (ALLOCATORS or plan_continuations), "
+                             "which binds that rule, or with size=None (Bernoulli)")
         batch = read_batch(inputs)
         res = pair_joint_allocate(batch.p_hat, batch.c_hat, batch.finished,
                                   float(batch.budget.sum()), pi_min=pi_min, grid=grid,
                                   proxy=proxy, covariance_term=covariance_term,
                                   prompt_budget=batch.budget, kappa=kappa,
-                                  rate_prior=rate_prior, line_steps=line_steps, size=size,
-                                  warm_start=warm_start)
+                                  rate_prior=rate_prior, line_steps=line_steps)
         B, G = res.pi.shape
-        info: dict[str, Any] = {
-            "status": res.status, "converged": res.converged, "prompt_budget": res.budgets,
-            "unspent_budget": _unspent(batch, res.pi), "objective": res.objective,
-            "grid_step": res.delta, "base_budget": res.base, "split_budget": res.target,
-            "split_move": res.move, "all_pairs_positive": np.ones(B, dtype=bool)}
+        split = {"prompt_budget": res.budgets, "base_budget": res.base,
+                 "split_budget": res.target, "split_move": res.move, "grid_step": res.delta,
+                 "all_pairs_positive": np.ones(B, dtype=bool)}
         if size is None:
             joint = res.pi[:, :, None] * res.pi[:, None, :]
             joint[:, np.arange(G), np.arange(G)] = res.pi
-            info.update(joint=joint, design="bernoulli")
-            return res.pi, info
-        from pairht.step.plan import group_design  # lazy: pairht.step reads this module
-
-        assert res.fixed_size is not None and res.pi_lo is not None  # set by the solve
-        assert res.pi_hi is not None and res.weight_hi is not None
-        designs = []
-        for b in range(B):
-            if res.fixed_size[b]:
-                comps = (res.pi_lo[b], res.pi_hi[b], float(res.weight_hi[b]))
-                designs.append(group_design("conditional_poisson", res.pi[b], batch.finished[b],
-                                            components=comps))
-            else:  # a group that affords no size of two: Bernoulli, as the step draws it
-                designs.append(group_design("bernoulli", res.pi[b], batch.finished[b]))
-        info.update(joint=np.stack([d.joint() for d in designs]), design="conditional_poisson",
-                    pi_lo=res.pi_lo, pi_hi=res.pi_hi, weight_hi=res.weight_hi,
-                    fixed_size=res.fixed_size, sized=True, group_designs=designs)
-        return res.pi, info
+            return res.pi, {"status": res.status, "converged": res.converged, "joint": joint,
+                            "design": "bernoulli", "unspent_budget": _unspent(batch, res.pi),
+                            "objective": res.objective, **split}
+        floor = pi_min * np.where(batch.finished, 0.0, batch.c_hat).sum(axis=1)
+        # the step's rule reads its own StepInputs: the same batch at the split's budgets
+        share = dataclasses.replace(cast(Any, inputs), budget=np.maximum(res.budgets, floor))
+        pi, info = self.group_rule.pi(share, pi_min=pi_min, proxy=proxy,
+                                      covariance_term=covariance_term, size=size,
+                                      warm_start=warm_start)
+        info.update(split, unspent_budget=_unspent(batch, pi))
+        return pi, info
 
 
 def rollout_budget_of(batch: Any, value: int | None) -> int:
@@ -284,14 +288,15 @@ def comparator_plan(inputs: StepInputsLike, name: str, rng: RNGLike = None,
         raise ValueError(f"name must be one of {sorted(COMPARATORS)}; got {name!r}")
     alloc = COMPARATORS[name]
     pi, info = alloc.pi(inputs, **options)
+    if "joint" not in info:
+        raise ValueError(f"comparator_plan draws the comparators' own designs; {name!r} at a "
+                         f"size runs PAIR's default design: use pairht.step.plan_continuations")
     fin = np.asarray(inputs.finished, dtype=bool)
     gen = as_generator(rng)
     if info["design"] == "srswor":
         selected = srswor_sample(info["k"], fin, gen)
     elif info["design"] == "bernoulli":
         selected = fin | (gen.random(pi.shape) < pi)
-    elif "group_designs" in info:  # pair_joint at a size: the step's designs, drawn
-        selected = np.stack([d.sample(gen) for d in info["group_designs"]])
     else:
         selected = np.ones(pi.shape, dtype=bool)
     return ComparatorPlan(pi=pi, selected=selected, joint=info["joint"], info=info,

@@ -74,6 +74,9 @@ class AllocatorRegistry(Mapping[str, "Allocator"]):
             for name, obj in COMPARATORS.items():
                 if name not in self._entries:
                     register_allocator(name)(obj)
+                bind = getattr(obj, "bind_group_rule", None)
+                if bind is not None:  # pair_joint's group level at a size: "pair"
+                    bind(self._entries["pair"])
 
     def __getitem__(self, name: str) -> Allocator:
         self._load()
