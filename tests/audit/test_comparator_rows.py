@@ -62,10 +62,13 @@ def _enumerated_mse(rewards, scores, masks, probs):
     return mse, mean - g
 
 
-def _support(key: str, pop: Population, plan_pi: np.ndarray, q: int):
+def _support(key: str, pop: Population, plan, q: int):
     fin = pop.finished[q]
-    if key == "pair_joint":
-        return _support_bernoulli(plan_pi[q])
+    plan_pi = plan.pi
+    if key == "pair_joint":  # PAIR's default design: the step's mixture of two CPS sizes
+        masks, probs = plan.designs[q].support()
+        assert np.all(masks[:, fin])  # finished candidates always in
+        return masks, probs
     if key == "dppo":
         qk, o = dppo_keep_probabilities(pop.rewards - pop.rewards.mean(axis=1, keepdims=True))
         return _support_dppo(qk[q], o[q])
@@ -90,7 +93,7 @@ def test_exact_mse_equals_brute_force_enumeration_and_bias_is_zero(key):
     plan = ROWS[key].plan(pop, cfg, {})
     mses = []
     for q in range(pop.n_prompts):
-        masks, probs = _support(key, pop, plan.pi, q)
+        masks, probs = _support(key, pop, plan, q)
         assert probs.sum() == pytest.approx(1.0, abs=1e-14)
         mse, bias = _enumerated_mse(pop.rewards[q], pop.scores[q], masks, probs)
         assert np.abs(bias).max() <= 1e-12 * max(1.0, np.abs(pop.scores[q]).max())

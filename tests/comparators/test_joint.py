@@ -68,12 +68,61 @@ def test_never_worse_than_fixed_equal_budgets_when_those_lie_on_the_grid():
     c = np.full((2, 4), 25.0)
     fin = np.zeros((2, 4), dtype=bool)
     T = 100.0
-    res = pair_joint_allocate(p, c, fin, T, grid=16)
     fixed = allocate(p, c, np.array([T / 2, T / 2]))
-    assert res.objective.sum() <= fixed.objective.sum() * (1 + 1e-8)
-    assert abs(res.budgets.sum() - T) <= 1e-9 * T
-    # the uncertain prompt gets the larger share
-    assert res.budgets[0] > res.budgets[1]
+    for kappa in (1.0, 3.0):    # the plain split and the robust move
+        res = pair_joint_allocate(p, c, fin, T, grid=16, kappa=kappa)
+        assert res.objective.sum() <= fixed.objective.sum() * (1 + 1e-8)
+        assert abs(res.budgets.sum() - T) <= 1e-9 * T
+    res = pair_joint_allocate(p, c, fin, T, grid=16, kappa=1.0)
+    # the plain split gives the uncertain prompt the larger share
+    assert res.budgets[0] > res.budgets[1] and res.move == 1.0
+    # the predicted gain is within a factor kappa = 3 of noise: each prompt keeps its own
+    res = pair_joint_allocate(p, c, fin, T, grid=16)
+    np.testing.assert_array_equal(res.budgets, [T / 2, T / 2])
+    assert res.move == 0.0
+
+
+@pytest.mark.parametrize("finished_one", [False, True])
+def test_pair_ht_is_exactly_unbiased_under_the_default_fixed_size_design(finished_one):
+    """Through the step (size "auto"), pair_joint runs PAIR's default design at its split."""
+    from pairht.step import StepInputs, group_design, plan_continuations
+    from pairht.testing import assert_design_unbiased
+
+    p, c, fin = _batch(4, finished_one)
+    x = StepInputs.from_ratio(p, np.where(fin, 0.0, c), fin, 0.6)
+    plan = plan_continuations(x, allocator="pair_joint", rng=0, grid=8, kappa=1.0)
+    assert plan.design == "conditional_poisson" and plan.info["fixed_size"].any()
+    assert np.all(plan.pi[fin] == 1.0) and np.all(plan.pi >= 0.08 - 1e-12)
+    rng = np.random.default_rng(5)
+    for b in range(2):
+        comps = ((plan.info["pi_lo"][b], plan.info["pi_hi"][b],
+                  float(plan.info["weight_hi"][b])) if plan.info["fixed_size"][b] else None)
+        kind = plan.design if comps is not None else "bernoulli"
+        d = group_design(kind, plan.pi_alloc[b], fin[b], rng=0, components=comps)
+        np.testing.assert_allclose(d.joint(), plan.joint[b], rtol=0, atol=1e-12)
+        assert np.all(d.joint() > 0)
+        assert_design_unbiased(pair_ht_gradient, d, rng.random(4), rng.normal(size=(4, 3)))
+
+
+def test_kappa_inf_gives_every_prompt_its_own_budget_and_pairs_pi():
+    from pairht.step import ALLOCATORS, StepInputs
+
+    p, c, fin = _batch(4, True)
+    x = StepInputs.from_ratio(p, np.where(fin, 0.0, c), fin, 0.5)
+    pi_j, info = ALLOCATORS["pair_joint"].pi(x, kappa=float("inf"), size="auto")
+    pi_p, _ = ALLOCATORS["pair"].pi(x, size="auto")
+    np.testing.assert_allclose(info["prompt_budget"], x.budget, rtol=1e-12)
+    np.testing.assert_allclose(pi_j, pi_p, rtol=0, atol=1e-12)
+
+
+def test_a_size_outside_the_step_is_refused_naming_the_step():
+    from pairht.comparators.allocators import PairJointAllocator
+    from pairht.step import StepInputs
+
+    p, c, fin = _batch(4)
+    x = StepInputs.from_ratio(p, c, fin, 0.5)
+    with pytest.raises(ValueError, match=r"pair_joint at a size runs the step's 'pair' rule"):
+        PairJointAllocator().pi(x, size="auto")   # unbound: no step has lent its rule
 
 
 def test_budget_below_the_floor_is_refused():

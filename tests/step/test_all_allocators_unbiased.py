@@ -257,7 +257,10 @@ def test_comparator_plan_is_the_steps_design_and_exactly_unbiased(name, budget, 
                 assert "plan_continuations(..., anchor_pair=True)" in str(err)
                 seen.add("no continuation")
             continue
-        step = plan_continuations(inputs, allocator=name, rng=seed, **opts)
+        # pair_joint without a size is its Bernoulli design; the step passes PAIR's rules
+        # size "auto" (PAIR's fixed-size design: the grid above), so it is asked for None here
+        step = plan_continuations(inputs, allocator=name, rng=seed,
+                                  **({**opts, "size": None} if name == "pair_joint" else opts))
         np.testing.assert_allclose(plan.pi, step.pi, rtol=0, atol=1e-12)
         np.testing.assert_allclose(plan.joint, step.joint, rtol=0, atol=1e-12)
         fin = inputs.finished

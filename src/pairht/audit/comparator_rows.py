@@ -52,7 +52,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pairht.audit.allocations import solve_scale
 from pairht.audit.base import (
     AuditConfig,
     Plan,
@@ -61,9 +60,9 @@ from pairht.audit.base import (
     two_phase_accounting,
 )
 from pairht.audit.population import Population
-from pairht.audit.rows import ROWS, AuditRow, register_row
+from pairht.audit.rows import ROWS, AuditRow, DefaultDesignRow, register_row
 from pairht.comparators import COMPARATORS, dppo_design, dppo_keep_probabilities, dppo_sample
-from pairht.designs import Bernoulli, make_design
+from pairht.designs import make_design
 from pairht.designs.base import Design, all_masks
 
 #: How a row derives the per-prompt history the comparator reads.
@@ -200,36 +199,15 @@ class DUETRow(ComparatorRow):
 
 
 @register_row
-class PairJointRow(AuditRow):
-    """``pair_joint``: the pooled budget split across prompts by PAIR's value curves, PAIR
-    within each group, Bernoulli; budget solved so the realised cost matches exactly."""
+class PairJointRow(DefaultDesignRow):
+    """``pair_joint``: the pooled budget split across prompts by PAIR's value curves, moved
+    from the per-prompt split only as far as a factor-``kappa`` error in every prompt's
+    predicted variance change keeps it no worse (:func:`pairht.comparators.joint.robust_split`),
+    then PAIR's default design within each group, as the step draws it; budget solved so the
+    realised cost matches exactly."""
 
     key, label, group, unbiased = "pair_joint", "PAIR, joint budget across prompts", "extra", True
-
-    def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
-        C = suffix_costs(pop)
-        full_pred = np.where(finished_mask(pop), 0.0, pop.c_hat).sum(axis=1)
-        alloc = COMPARATORS["pair_joint"]
-
-        def pi_at(s: float) -> np.ndarray:
-            return alloc.pi(_inputs(pop, s * full_pred, None), pi_min=cfg.pi_min,
-                            proxy=cfg.proxy)[0]
-
-        s = solve_scale(lambda x: float((pi_at(x) * C).sum()), cfg.budget_ratio * C.sum(),
-                        cfg.pi_min, 1.0)
-        t0 = time.perf_counter()
-        pi = pi_at(s)
-        seconds = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        designs = [Bernoulli(pi[q]) for q in range(pop.n_prompts)]
-        joint = np.stack([d.joint() for d in designs])
-        got = float((pi * C).sum() / C.sum())
-        notes = [] if abs(got - cfg.budget_ratio) <= 1e-9 else [
-            f"realised cost {got:.6f} of the full cost could not be matched to "
-            f"{cfg.budget_ratio} (budget scale {s:.4f})"]
-        return Plan(pi=pi, alloc_seconds=seconds, cost=C, build_seconds=time.perf_counter() - t1,
-                    designs=designs, joint=joint, budget_scale=s, notes=notes,
-                    **two_phase_accounting(pop))
+    allocation = "pair_joint"
 
 
 class PrunedBernoulli(Design):

@@ -39,14 +39,16 @@ group; see ``docs/comparators.md``):
 * ``dppo`` - ``pi = 1`` at plan time (this project reads DPPO as saving backward compute
   only, not generation); its pruning after rewards (:mod:`pairht.comparators.dppo`) is
   unbiased for the full-batch gradient.
-* ``pair_joint`` - Bernoulli design at the two-level PAIR allocation: exactly unbiased for
-  ``g_pair`` (``pi >= pi_min``).
+* ``pair_joint`` - the two-level PAIR allocation (a robust batch split, then PAIR in each
+  group), Bernoulli design or, at ``size="auto"``, PAIR's default fixed-size design: exactly
+  unbiased for ``g_pair`` (``pi >= pi_min``, exact joints).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -63,7 +65,7 @@ from pairht.comparators._inputs import (
 from pairht.comparators.duet import informativeness, proportional_counts
 from pairht.comparators.gp import gp_success_probability
 from pairht.comparators.hora import hora_extra_rollouts
-from pairht.comparators.joint import pair_joint_allocate
+from pairht.comparators.joint import KAPPA, LINE_STEPS, RATE_PRIOR, pair_joint_allocate
 from pairht.comparators.vip import vip_group_sizes
 
 if TYPE_CHECKING:  # annotation only, like pairht.comparators.joint
@@ -217,29 +219,68 @@ class DPPOAllocator:
 
 class PairJointAllocator:
     """``pair_joint``: the batch budget ``sum(inputs.budget)`` split across prompts by their
-    PAIR value curves, then PAIR within each group (Bernoulli design).
+    PAIR value curves (predictions read through a prior on the rate), moved from the
+    per-prompt split ``inputs.budget`` only as far as a factor-``kappa`` error in every
+    prompt's predicted variance change keeps it no worse
+    (:func:`~pairht.comparators.joint.robust_split`), then PAIR within each group.
 
-    Options: ``pi_min`` (0.08), ``grid`` (64), ``proxy``, ``covariance_term``.
+    The group level follows ``size``. ``None`` (called directly): the Bernoulli program and
+    draw of :func:`~pairht.comparators.pair_joint_allocate`. A size (``"auto"``, what
+    :func:`pairht.step.plan_continuations` passes, a rule of PAIR's program): the step's
+    ``"pair"`` rule at the split's budgets, PAIR's default fixed-size design, with its
+    ``info`` (``pi_lo``, ``pi_hi``, ``weight_hi``, ``fixed_size``; the step builds the
+    designs and exact joints). The step lends that rule when it reads :data:`COMPARATORS`
+    (:meth:`bind_group_rule`): this module never imports the step.
+
+    Options: ``pi_min`` (0.08), ``grid`` (64), ``proxy``, ``covariance_term``, ``size``,
+    ``kappa`` (2), ``rate_prior`` (1/2), ``line_steps`` (16), ``warm_start`` (at a size).
     """
 
     name = "pair_joint"
+    #: A rule of PAIR's program: takes ``size`` (``plan_continuations`` passes ``"auto"``),
+    #: ``proxy``, ``covariance_term`` and ``warm_start``.
+    takes_size = True
+
+    def __init__(self) -> None:
+        self.group_rule: Any = None
+
+    def bind_group_rule(self, rule: Any) -> None:
+        """The step's ``"pair"`` allocator, run at the split's budgets when a size is asked."""
+        self.group_rule = rule
 
     def pi(self, inputs: StepInputsLike, *, pi_min: float = 0.08, grid: int = 64,
            proxy: ProxyKind = "disagreement", covariance_term: bool = True, size: Any = None,
+           kappa: float = KAPPA, rate_prior: float = RATE_PRIOR,
+           line_steps: int = LINE_STEPS, warm_start: np.ndarray | None = None,
            ) -> tuple[np.ndarray, dict[str, Any]]:
-        _no_size(self.name, size)
+        if size is not None and self.group_rule is None:
+            raise ValueError("pair_joint at a size runs the step's 'pair' rule in each group; "
+                             "call it through pairht.step (ALLOCATORS or plan_continuations), "
+                             "which binds that rule, or with size=None (Bernoulli)")
         batch = read_batch(inputs)
         res = pair_joint_allocate(batch.p_hat, batch.c_hat, batch.finished,
                                   float(batch.budget.sum()), pi_min=pi_min, grid=grid,
-                                  proxy=proxy, covariance_term=covariance_term)
-        joint = res.pi[:, :, None] * res.pi[:, None, :]
-        G = res.pi.shape[1]
-        joint[:, np.arange(G), np.arange(G)] = res.pi
-        return res.pi, {"status": res.status, "converged": res.converged, "joint": joint,
-                        "design": "bernoulli", "prompt_budget": res.budgets,
-                        "unspent_budget": _unspent(batch, res.pi),
-                        "objective": res.objective, "grid_step": res.delta,
-                        "all_pairs_positive": np.ones(res.pi.shape[0], dtype=bool)}
+                                  proxy=proxy, covariance_term=covariance_term,
+                                  prompt_budget=batch.budget, kappa=kappa,
+                                  rate_prior=rate_prior, line_steps=line_steps)
+        B, G = res.pi.shape
+        split = {"prompt_budget": res.budgets, "base_budget": res.base,
+                 "split_budget": res.target, "split_move": res.move, "grid_step": res.delta,
+                 "all_pairs_positive": np.ones(B, dtype=bool)}
+        if size is None:
+            joint = res.pi[:, :, None] * res.pi[:, None, :]
+            joint[:, np.arange(G), np.arange(G)] = res.pi
+            return res.pi, {"status": res.status, "converged": res.converged, "joint": joint,
+                            "design": "bernoulli", "unspent_budget": _unspent(batch, res.pi),
+                            "objective": res.objective, **split}
+        floor = pi_min * np.where(batch.finished, 0.0, batch.c_hat).sum(axis=1)
+        # the step's rule reads its own StepInputs: the same batch at the split's budgets
+        share = dataclasses.replace(cast(Any, inputs), budget=np.maximum(res.budgets, floor))
+        pi, info = self.group_rule.pi(share, pi_min=pi_min, proxy=proxy,
+                                      covariance_term=covariance_term, size=size,
+                                      warm_start=warm_start)
+        info.update(split, unspent_budget=_unspent(batch, pi))
+        return pi, info
 
 
 def rollout_budget_of(batch: Any, value: int | None) -> int:
@@ -289,6 +330,9 @@ def comparator_plan(inputs: StepInputsLike, name: str, rng: RNGLike = None,
         raise ValueError(f"name must be one of {sorted(COMPARATORS)}; got {name!r}")
     alloc = COMPARATORS[name]
     pi, info = alloc.pi(inputs, **options)
+    if "joint" not in info:
+        raise ValueError(f"comparator_plan draws the comparators' own designs; {name!r} at a "
+                         f"size runs PAIR's default design: use pairht.step.plan_continuations")
     fin = np.asarray(inputs.finished, dtype=bool)
     check_pairs_positive(name, info["joint"], fin, info.get("k"), anchor=False)
     gen = as_generator(rng)

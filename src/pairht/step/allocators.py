@@ -74,6 +74,9 @@ class AllocatorRegistry(Mapping[str, "Allocator"]):
             for name, obj in COMPARATORS.items():
                 if name not in self._entries:
                     register_allocator(name)(obj)
+                bind = getattr(obj, "bind_group_rule", None)
+                if bind is not None:  # pair_joint's group level at a size: "pair"
+                    bind(self._entries["pair"])
 
     def __getitem__(self, name: str) -> Allocator:
         self._load()
@@ -487,33 +490,61 @@ class PairAllocator:
 
 @register_allocator("pair_batch")
 class PairBatchAllocator:
-    r"""PAIR with one suffix budget for the batch, split across prompts by PAIR's own proxy.
+    r"""PAIR with one suffix budget for the batch, split across prompts by PAIR's own proxy,
+    robustly: never predicted worse than each prompt at its own budget.
 
     The batch estimator is the sum of independent per-prompt estimators, so its variance is
     the sum of theirs and one budget ``T = sum_b budget_b`` is best spent where a prompt's
-    proxy falls fastest. Two levels:
+    proxy falls fastest -- if the proxy is right. Three levels:
 
-    1. **Split.** Prompt ``b``'s value curve ``V_b(beta)`` is the optimal value of PAIR's
+    1. **Batch split.** Prompt ``b``'s value curve ``V_b(beta)`` is the optimal value of PAIR's
        Bernoulli program (the ``"pair"`` rule with ``size=None``, same ``proxy`` and options)
        at budget ``beta``: convex and nonincreasing in ``beta`` (the optimal value of a
-       convex program as a function of its right-hand side). It is evaluated on the grid
-       ``beta_b(m) = min(floor_b + m delta, full_b)``, ``floor_b = pi_min sum_u c_u``
-       (what every prompt must spend), ``delta = (min(T, sum_b full_b) - sum_b floor_b) /
-       grid``, and the ``grid`` steps are split exactly
-       (:func:`pairht.comparators.joint.split_grid`).
-    2. **Within a prompt.** The ``"pair"`` rule at ``budget_b = beta_b(m_b)``, with its
+       convex program as a function of its right-hand side), on the predictions read through
+       a prior on the rate, ``p~ = (G p_hat + w / 2) / (G + w)`` (``w = rate_prior``
+       pseudo-outcomes at rate 1/2 beside the ``G`` predictions,
+       :func:`pairht.comparators.joint.rate_prior_predictions`): a prompt predicted to agree
+       is never valued as sure to. It is evaluated on the grid ``beta_b(m) = min(floor_b + m
+       delta, full_b)``, ``floor_b = pi_min sum_u c_u`` (what every prompt must spend),
+       ``delta = (min(T, sum_b full_b) - sum_b floor_b) / grid``, and the ``grid`` steps are
+       split exactly (:func:`pairht.comparators.joint.split_grid`): ``beta*``.
+    2. **Robust move** (:func:`pairht.comparators.joint.robust_split`). From the per-prompt
+       split ``beta0_b = min(budget_b, full_b)`` towards ``beta*``, ``beta(lambda) = beta0 +
+       lambda (beta* - beta0)``, to the ``lambda`` in ``0, 1/L, ..., 1`` (``L =
+       line_steps``) minimising the worst-case variance change
+
+       .. math:: R(\lambda) = \sum_b \max\{\kappa \Delta_b(\lambda),\
+                 \Delta_b(\lambda)/\kappa\},\qquad
+                 \Delta_b(\lambda) = V_b(\beta_b(\lambda)) - V_b(\beta^0_b),
+
+       the batch's largest change when every prompt's true variance change may be off the
+       predicted one by a factor ``kappa`` (a loss up to ``kappa`` times larger, a gain down
+       to ``1 / kappa``). ``R(0) = 0``, so ``R(lambda*) <= 0``: under that error model the
+       batch's variance is at most the per-prompt split's, and budget moves only where the
+       predicted gains exceed ``kappa^2`` times the predicted losses. The value curves are
+       predictions: a prompt predicted to agree (``p_hat`` near 0 for every candidate) has a
+       flat curve, and the plain split (``kappa = 1``, ``rate_prior = 0``) takes its budget,
+       which a prompt with one or two successes of 16 pays for with a many times larger
+       variance (its success continued at ``pi`` near ``pi_min``; docs/step.md). ``kappa =
+       inf`` is the per-prompt rule ``"pair"`` exactly.
+    3. **Within a prompt.** The ``"pair"`` rule at ``budget_b = beta_b(lambda*)``, with its
        ``size`` (``plan_continuations`` passes ``"auto"``: PAIR's default fixed-size design).
 
-    The split is a deterministic function of the predictions, fixed before any suffix is
-    drawn, so every ``pi`` is exact and the pair-HT estimator stays unbiased (``pi >=
-    pi_min``). A prompt whose proxy is flat (every prediction says its candidates agree)
-    keeps only its floor; its budget goes to prompts where a contrast is predicted. With
-    ``size=None`` the batch's expected cost is ``T`` (to the solver's tolerance); a
-    fixed-size program may leave part of a prompt's share unspent, as ``"pair"`` does (the
-    size row binds first; ``info["unspent_budget"]``). Single prompts may spend more or less
-    than their own ``budget_b`` (``info["prompt_budget"]`` holds their share).
+    The split is a deterministic function of the predictions and budgets, fixed before any
+    suffix is drawn, so every ``pi`` is exact and the pair-HT estimator stays unbiased (``pi
+    >= pi_min``). ``beta(lambda)`` is a convex combination of two splits that each respect
+    every prompt's floor and full cost and spend at most ``T``, so it does too. With
+    ``size=None`` the batch's expected cost is ``sum_b beta_b`` (to the solver's tolerance):
+    ``T``, less what the prompts' own budgets leave above their full costs at ``lambda <
+    1``; a fixed-size program may leave part of a prompt's share unspent, as ``"pair"`` does
+    (the size row binds first; ``info["unspent_budget"]``). Single prompts may spend more or
+    less than their own ``budget_b`` (``info["prompt_budget"]`` holds their share;
+    ``info["base_budget"]``, ``info["split_budget"]`` and ``info["split_move"]`` hold
+    ``beta0``, ``beta*`` and ``lambda*``).
 
-    Options: those of ``"pair"`` and ``grid`` (64).
+    Options: those of ``"pair"``, ``grid`` (64), ``kappa`` (``None``: 2,
+    :data:`pairht.comparators.joint.KAPPA`), ``rate_prior`` (``None``: 1/2,
+    :data:`~pairht.comparators.joint.RATE_PRIOR`) and ``line_steps`` (``None``: 16).
 
     Examples
     --------
@@ -521,11 +552,14 @@ class PairBatchAllocator:
     >>> from pairht.step import StepInputs
     >>> x = StepInputs.from_ratio([[0.5, 0.5, 0.5, 0.5], [0.99, 0.99, 0.99, 0.99]],
     ...                           np.full((2, 4), 10.0), np.zeros((2, 4), bool), 0.5)
-    >>> pi, info = ALLOCATORS["pair_batch"].pi(x, grid=16)
-    >>> bool(info["prompt_budget"][0] > info["prompt_budget"][1])  # the uncertain prompt
+    >>> pi, info = ALLOCATORS["pair_batch"].pi(x, grid=16, kappa=1.0, rate_prior=0.0)
+    >>> bool(info["prompt_budget"][0] > info["prompt_budget"][1])  # plain: the uncertain prompt
     True
     >>> round(float((pi * 10.0).sum()), 6)                        # the batch's budget
     40.0
+    >>> pi, info = ALLOCATORS["pair_batch"].pi(x, grid=16)         # the default, robust
+    >>> info["prompt_budget"].tolist(), info["split_move"]         # gain within 2x: none
+    ([20.0, 20.0], 0.0)
     """
 
     name = "pair_batch"
@@ -533,11 +567,24 @@ class PairBatchAllocator:
 
     def pi(self, inputs: StepInputs, *, pi_min: float = 0.08, proxy: str = "disagreement",
            covariance_term: bool = True, size: int | str | None = None, grid: int = 64,
-           warm_start: np.ndarray | None = None, **solver: Any,
-           ) -> tuple[np.ndarray, dict[str, Any]]:
+           kappa: float | None = None, rate_prior: float | None = None,
+           line_steps: int | None = None, warm_start: np.ndarray | None = None,
+           **solver: Any) -> tuple[np.ndarray, dict[str, Any]]:
         import dataclasses
 
-        from pairht.comparators.joint import split_grid
+        from pairht.comparators.joint import (
+            KAPPA,
+            LINE_STEPS,
+            RATE_PRIOR,
+            check_kappa,
+            rate_prior_predictions,
+            robust_split,
+            split_grid,
+        )
+
+        kappa = check_kappa(KAPPA if kappa is None else kappa)
+        line_steps = LINE_STEPS if line_steps is None else line_steps
+        prior = RATE_PRIOR if rate_prior is None else rate_prior
 
         check_solver_options(self.name, solver)  # before the curves are solved
         if isinstance(grid, (bool, np.bool_)) or not isinstance(grid, (int, np.integer)) \
@@ -551,13 +598,22 @@ class PairBatchAllocator:
         total = min(float(inputs.budget.sum()), float(full.sum()))
         delta = max(total - float(floor.sum()), 0.0) / grid
         levels = np.minimum(floor[:, None] + delta * np.arange(grid + 1)[None, :], full[:, None])
-        curves = _program_curves(inputs, levels, lo, proxy, covariance_term, solver)
-        budgets = levels[np.arange(B), split_grid(curves)]
-        share = dataclasses.replace(inputs, budget=budgets)
+        # the value curves read the predictions through the rate prior; the program keeps them
+        read = dataclasses.replace(inputs, p_hat=rate_prior_predictions(inputs.p_hat, prior))
+        curves = _program_curves(read, levels, lo, proxy, covariance_term, solver)
+        target = levels[np.arange(B), split_grid(curves)]
+        base = np.clip(inputs.budget, floor, full)
+        budgets, move = robust_split(
+            lambda lv: _program_curves(read, lv, lo, proxy, covariance_term, solver),
+            base, target, kappa=kappa, steps=line_steps)
+        share = dataclasses.replace(inputs, budget=np.maximum(budgets, floor))
         pi, info = PairAllocator().pi(share, pi_min=lo, proxy=proxy,
                                       covariance_term=covariance_term, size=size,
                                       warm_start=warm_start, **solver)
         info["prompt_budget"] = budgets
+        info["base_budget"] = base
+        info["split_budget"] = target
+        info["split_move"] = move
         info["unspent_budget"] = inputs.budget - expected_cost(inputs, pi)
         info["grid_step"] = delta
         return pi, info

@@ -224,7 +224,7 @@ def plan_continuations(
     # never a silent biased group: every pair of every group must be observable
     k = info.get("k")  # a prompt-level rule's continuations per prompt, named in the refusal
     check_pairs_positive(allocator, joint, used.finished,
-                         k if np.shape(k) == (B,) else None, anchor=True)
+                         k if k is not None and np.shape(k) == (B,) else None, anchor=True)
     status = np.asarray(info.get("status", np.full(B, "optimal")), dtype=object).reshape(B)
     converged = np.asarray(info.get("converged", np.ones(B, dtype=bool)), dtype=bool).reshape(B)
     plan = ContinuationPlan(pi=pi, selected=selected, joint=joint, status=status,
