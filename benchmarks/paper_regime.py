@@ -11,11 +11,11 @@ Run as a script it prints, per budget, a markdown table of every audit row's exa
 relative to the best baseline (usually small-group GRPO) on the same outcomes seen by each
 predictor (docs/audit.md, "The paper's regime")::
 
-    python benchmarks/paper_regime.py                   # 2 seeds x 48 prompts x G = 16 (7 CPU-min)
-    python benchmarks/paper_regime.py --quick           # 12 prompts x G = 8, budget 0.5 (CI)
-    python benchmarks/paper_regime.py --rows pair_strata pair_cps   # more columns
+    python benchmarks/paper_regime.py             # 2 seeds x 128 prompts x G = 16 (~25 CPU-min)
+    python benchmarks/paper_regime.py --quick     # 12 prompts x G = 8, budget 0.5 (CI)
+    python benchmarks/paper_regime.py --rows pair_strata pair_cps   # more rows
 
-A row named ``default`` is added to the table whenever the audit registers one.
+The row ``default`` (what PAIR runs by default) comes first.
 """
 
 from __future__ import annotations
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budgets", type=float, nargs="+", default=None,
                     help="budget ratios (default 0.25 0.5; --quick: 0.5)")
     ap.add_argument("--prompts", type=int, default=None, help="prompts per population "
-                    "(default 48; --quick: 12)")
+                    "(default 128; --quick: 12)")
     ap.add_argument("--G", type=int, default=None, help="candidates per prompt (default 16; "
                     "--quick: 8)")
     ap.add_argument("--tau", type=int, default=256)
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="12 prompts x G = 8, one seed, budget 0.5 (seconds; CI)")
     args = ap.parse_args(argv)
     quick = {"budgets": [0.5], "prompts": 12, "G": 8, "seeds": [0]}
-    full = {"budgets": [0.25, 0.5], "prompts": 48, "G": 16, "seeds": [0, 1]}
+    full = {"budgets": [0.25, 0.5], "prompts": 128, "G": 16, "seeds": [0, 1]}
     for name, value in (quick if args.quick else full).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
