@@ -300,3 +300,16 @@ def test_no_run_block_compiles_and_its_imports_exist(block):
         mod = importlib.import_module(module)
         if name is not None and not hasattr(mod, name):
             importlib.import_module(f"{module}.{name}")  # a submodule is fine too
+
+
+#: What users read says what is true now: no word of the project's own history.
+HISTORY_WORDS = re.compile(r"\bissue \d+|previous release|the issue's target", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *sorted(DOCS.glob("*.md"))],
+                         ids=lambda p: p.name)
+def test_docs_speak_of_the_code_not_of_its_history(page):
+    hits = [f"{page.name}:{n}: {line.strip()}"
+            for n, line in enumerate(page.read_text().splitlines(), 1)
+            if HISTORY_WORDS.search(line)]
+    assert not hits, "\n".join(hits)
