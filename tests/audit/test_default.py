@@ -174,3 +174,21 @@ def test_auto_width_refuses_bad_arguments(pop):
         AutoWidth(0.5, 8, history=0)
     with pytest.raises(ValueError, match=r"population has G = 8 .* group_size = 6"):
         AutoWidth(0.5, 6).observe(pop)
+
+
+def test_auto_width_audits_each_population_once(pop, monkeypatch):
+    import pairht.audit.auto as auto_mod
+
+    calls = []
+    real = auto_mod.option_audit
+
+    def counting(population, *args, **kwargs):
+        calls.append(population)
+        return real(population, *args, **kwargs)
+
+    monkeypatch.setattr(auto_mod, "option_audit", counting)
+    auto = AutoWidth(0.5, 8, history=2)
+    pops = [pop, *(synthetic_population(12, 8, prefix_tokens=8, rng=s) for s in (4, 5))]
+    for p in pops:
+        auto.observe(p)
+    assert calls == pops  # one audit per arrival, not one per pooled population per decision

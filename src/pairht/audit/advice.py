@@ -16,7 +16,7 @@ from pairht.audit.base import AuditConfig
 from pairht.audit.exact import two_stage_row_moments
 from pairht.audit.population import Population
 from pairht.audit.rows import ROWS, TwoStageRow
-from pairht.audit.runner import run_audit
+from pairht.audit.runner import AuditResult, run_audit
 from pairht.audit.summary import ratio_interval
 from pairht.audit.two_stage import plan_two_stage
 from pairht.audit.width import (
@@ -115,17 +115,42 @@ def width_advice(population: Population | Sequence[Population], budget_ratio: fl
     >>> adv.choice in ("grpo_small", *PREFIX_OPTIONS), adv.low <= adv.ratio <= adv.high
     (True, True)
     """
-    opts = list(options)
-    if not opts or len(set(opts)) != len(opts) or "grpo_small" in opts:
-        raise ValueError(f"options must name distinct prefix rules (audit rows other than "
-                         f"'grpo_small'); got options = {options!r}")
+    opts = _prefix_options(options)
     pops = [population] if isinstance(population, Population) else list(population)
     if not pops or not all(isinstance(p, Population) for p in pops):
         raise ValueError(f"population must be a Population or a non-empty sequence of them; "
                          f"got {type(population).__name__}")
+    results = [option_audit(p, budget_ratio, pi_min=pi_min, seed=seed, options=opts)
+               for p in pops]
+    return advice_from(results, pops[-1].group_size, opts, seed=seed, confidence=confidence,
+                       max_ratio=max_ratio)
+
+
+def _prefix_options(options: Sequence[str]) -> list[str]:
+    opts = list(options)
+    if not opts or len(set(opts)) != len(opts) or "grpo_small" in opts:
+        raise ValueError(f"options must name distinct prefix rules (audit rows other than "
+                         f"'grpo_small'); got options = {options!r}")
+    return opts
+
+
+def option_audit(population: Population, budget_ratio: float, *, pi_min: float = 0.08,
+                 seed: int = 0, options: Sequence[str] = PREFIX_OPTIONS) -> AuditResult:
+    """The exact audit of ``grpo_small`` and ``options`` on one population (no Monte Carlo):
+    what :func:`width_advice` reads, computed once per population (a run's pooled audits keep
+    theirs, :class:`pairht.audit.AutoWidth`)."""
     cfg = AuditConfig(budget_ratio=budget_ratio, pi_min=pi_min, seed=seed)
+    return run_audit(population, rows=["grpo_small", *_prefix_options(options)], config=cfg,
+                     n_draws=0)
+
+
+def advice_from(results: Sequence[AuditResult], group_size: int, options: Sequence[str], *,
+                seed: int = 0, confidence: float | None = CONFIDENCE,
+                max_ratio: float = 1.0) -> WidthAdvice:
+    """:func:`width_advice`'s verdict from audits already run (:func:`option_audit`), their
+    prompts pooled; ``group_size`` and ``prefix_width`` are the last audit's."""
+    opts = _prefix_options(options)
     keys = ("grpo_small", *opts)
-    results = [run_audit(p, rows=list(keys), config=cfg, n_draws=0) for p in pops]
     mse = {k: np.concatenate([r.row(k).per_prompt["mse_exact"] for r in results])
            for k in keys}
     best = opts[int(np.argmin([mse[k].mean() for k in opts]))]  # ties: the first
@@ -138,7 +163,7 @@ def width_advice(population: Population | Sequence[Population], budget_ratio: fl
     grpo, last = results[-1].row("grpo_small"), results[-1].row(best)
     return WidthAdvice(choice="none" if not np.isfinite(ratio) else picked, ratio=ratio,
                        low=low, high=high,
-                       group_size=float(grpo.metrics["budget_scale"]) * pops[-1].group_size,
+                       group_size=float(grpo.metrics["budget_scale"]) * group_size,
                        generated=float(grpo.metrics["generated_exact"]), option=best,
                        prefix_width=(int(last.metrics["prefix_width"])
                                      if "prefix_width" in last.metrics else None))

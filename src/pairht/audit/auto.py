@@ -30,8 +30,9 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pairht.audit.advice import WidthAdvice, narrow_rule, width_advice
+from pairht.audit.advice import WidthAdvice, advice_from, narrow_rule, option_audit
 from pairht.audit.population import Population
+from pairht.audit.runner import AuditResult
 from pairht.audit.width import (
     DEFAULT_CONFIDENCE,
     DEFAULT_MAX_RATIO,
@@ -144,6 +145,9 @@ class AutoWidth:
         self.confidence = confidence
         self.max_ratio = float(max_ratio)
         self.audits: deque[Population] = deque(maxlen=history)
+        # each audit's exact option MSEs, computed once when it arrives (a population's
+        # do not change as newer ones join the pool)
+        self._results: deque[AuditResult] = deque(maxlen=history)
 
     def observe(self, population: Population, *, seed: int = 0) -> WidthDecision:
         """Add an audit and decide from the newest ``history`` ones (small-group GRPO when
@@ -152,7 +156,8 @@ class AutoWidth:
             raise ValueError(f"population has G = {population.group_size} candidates per "
                              f"prompt; this run has group_size = {self.group_size}")
         self.audits.append(population)
-        adv = width_advice(list(self.audits), self.budget_ratio, pi_min=self.pi_min,
-                           seed=seed, options=self.options[1:], confidence=self.confidence,
-                           max_ratio=self.max_ratio)
+        self._results.append(option_audit(population, self.budget_ratio, pi_min=self.pi_min,
+                                          seed=seed, options=self.options[1:]))
+        adv = advice_from(list(self._results), self.group_size, self.options[1:], seed=seed,
+                          confidence=self.confidence, max_ratio=self.max_ratio)
         return decision_for(adv, self.group_size)
