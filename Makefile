@@ -76,7 +76,7 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory test-lower test-vllm
 
 test-core: $(STAMP)
-	$(VENV)/bin/ruff check src adapters tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(MAKE) --no-print-directory dist
 	$(VENV)/bin/mypy > .mypy.log 2>&1 & checker=$$!; \
 	PAIRHT_E2E_SHORT=1 $(PY) -m pytest -q -p no:cacheprovider --timeout=900 tests; suite=$$?; \
@@ -113,15 +113,15 @@ dist: $(STAMP)
 	$(VENV)/bin/twine check --strict dist/*
 	$(PY) -c "import glob, sys, zipfile; (whl,) = glob.glob('dist/*.whl'); \
 		names = zipfile.ZipFile(whl).namelist(); \
-		pkgs = ('pairht', 'pairht_trl', 'pairht_vllm', 'pairht_rollout', 'pairht_verifiers', \
-		        'pairht_demo'); \
+		pkgs = ('pairht', 'pairht.trl', 'pairht.vllm', 'pairht.rollout', 'pairht.verifiers', \
+		        'pairht.demo'); \
 		missing = [p + '/py.typed' for p in pkgs if p + '/py.typed' not in names]; \
 		missing += [] if any(n.endswith('.dist-info/licenses/LICENSE') for n in names) \
 			else ['*.dist-info/licenses/LICENSE']; \
 		sys.exit(whl + ' lacks ' + ', '.join(missing) if missing else 0)"
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src adapters tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)
@@ -138,4 +138,4 @@ docs: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(LOWER) $(VLLM_ENV) $(LATEST) build dist *.egg-info src/*.egg-info \
-		adapters/*.egg-info
+

@@ -2,7 +2,7 @@ r"""What a decode step of the demo's tiny policy costs per batch size: when fewe
 
 PAIR continues a subset of the candidates, so its phase 2 decodes fewer rows per step than
 GRPO's generation; that saves time only where a decode step's cost grows with its rows. This
-prints the CPU milliseconds per decode step of the demo's policy (``pairht_demo.toy``, chain
+prints the CPU milliseconds per decode step of the demo's policy (``pairht.demo.toy``, chain
 vocabulary, one torch thread, ``model.generate`` with sampling, 64 new tokens) at 16-256
 rows, and the cost of half the rows relative to all of them::
 
@@ -17,8 +17,8 @@ import time
 def main() -> int:
     import torch
 
-    from pairht_demo import toy
-    from pairht_demo.chain import CHAIN_LONG_TASK
+    from pairht.demo import toy
+    from pairht.demo.chain import CHAIN_LONG_TASK
 
     torch.set_num_threads(1)
     model = toy.make_model(0, toy.ToyModelConfig(max_positions=160), CHAIN_LONG_TASK).eval()

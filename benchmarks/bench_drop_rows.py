@@ -1,6 +1,6 @@
 """Cost of the update with and without the unselected rows (``drop_unselected_rows``).
 
-A/B in one process on the chain task (``pairht_demo.chain``, the demo's warm-started policy,
+A/B in one process on the chain task (``pairht.demo.chain``, the demo's warm-started policy,
 G = 8, 8 prompts per step, tau = 8, budget ratio 0.5, exact mode): rounds alternate masked and
 dropped (the order swapped every round), each a fresh trainer from the same warm model and
 seed; per-phase *process CPU time* (``StepTimer(clock=time.process_time)``, torch and BLAS at
@@ -31,11 +31,11 @@ def main() -> None:
     ap.add_argument("--allocator", default="pair")
     args = ap.parse_args()
 
-    from pairht_demo import toy
-    from pairht_demo.chain import CHAIN_TASK
-    from pairht_demo.demo import _base_kwargs, _quiet, single_blas_thread, warm_kernels
-    from pairht_demo.warm_cache import warm_model
-    from pairht_trl import PairGRPOConfig, PairGRPOTrainer
+    from pairht.demo import toy
+    from pairht.demo.chain import CHAIN_TASK
+    from pairht.demo.demo import _base_kwargs, _quiet, single_blas_thread, warm_kernels
+    from pairht.demo.warm_cache import warm_model
+    from pairht.trl import PairGRPOConfig, PairGRPOTrainer
 
     torch.set_num_threads(1)
     task, G, P = CHAIN_TASK, 8, 8

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-from pairht_rollout.features import left_pad
-from pairht_rollout.transformers_backend import TransformersTwoPhase
+from pairht.rollout.features import left_pad
+from pairht.rollout.transformers_backend import TransformersTwoPhase
 
 EOS, PAD, BOS = 2, 0, 1
 

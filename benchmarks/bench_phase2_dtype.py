@@ -1,7 +1,7 @@
 r"""Phase-2 cost by dtype: two-phase generation vs one uninterrupted generation, by batch size.
 
 On an H100 (fp32 190M-parameter model, responses up to 512 tokens) bf16 autocast made phase 2 of
-:class:`pairht_rollout.transformers_backend.TransformersTwoPhase` about 5x slower than in fp32.
+:class:`pairht.rollout.transformers_backend.TransformersTwoPhase` about 5x slower than in fp32.
 This script measures, for each dtype mode and batch size ``B`` (rows), in the same process and
 interleaved (mode by mode, batch by batch, ``--repeats`` times, best kept):
 
@@ -51,7 +51,7 @@ import numpy as np
 import torch
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-from pairht_rollout.transformers_backend import TransformersTwoPhase
+from pairht.rollout.transformers_backend import TransformersTwoPhase
 
 MODES = ("fp32", "bf16-autocast", "bf16-accelerate", "bf16-accelerate-outer", "bf16")
 BOS, PAD, EOS_UNUSED = 1, 0, 2
@@ -85,7 +85,7 @@ def timed(fn: Callable[[], Any], device: torch.device) -> tuple[float, Any]:
 def build_model(args: argparse.Namespace, device: torch.device):
     """The benchmark model (float32) and its vocabulary size."""
     if args.smollm2:
-        from pairht_demo.smollm2 import load_smollm2
+        from pairht.demo.smollm2 import load_smollm2
 
         model, _ = load_smollm2(device=device)
         return model, model.config.vocab_size

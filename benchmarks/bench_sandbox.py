@@ -23,7 +23,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from pairht_verifiers import CodeVerifier, outputs_match, sandbox_capabilities
+from pairht.verifiers import CodeVerifier, outputs_match, sandbox_capabilities
 
 
 def _batch(n: int) -> tuple[list[str], list[dict]]:

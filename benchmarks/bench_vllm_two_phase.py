@@ -34,7 +34,7 @@ The engine runs in float32 with prefix caching and blocks of 32 tokens. Three pa
    excess of the wall ratio over the token ratio, ``~ (1 - p / L) a / (2 (a + b N))``.
 2. **Live-weight shim** (``--shim-ab``; on by default, off with ``--quick``): the same
    single-phase generation on an engine built with vLLM's prepacked GEMM kernels and on one
-   built with the live-weight shim of :mod:`pairht_vllm.cpu_shims` (which training needs),
+   built with the live-weight shim of :mod:`pairht.vllm.cpu_shims` (which training needs),
    interleaved.
 3. **Whole training step** (``--no-step`` skips it): ``PairGRPOTrainer(use_vllm=True,
    vllm_mode="colocate")`` and TRL's ``GRPOTrainer`` (same engine settings, loss ``dr_grpo``,
@@ -68,8 +68,8 @@ DEFAULT_DIR = Path.home() / ".cache" / "pairht" / "smollm2-135m-instruct-f32"
 
 CONVERT = """
 import sys
-sys.path.insert(0, {adapters!r})
-from pairht_demo.smollm2 import load_smollm2
+sys.path.insert(0, {src!r})
+from pairht.demo.smollm2 import load_smollm2
 model, tok = load_smollm2()
 model.save_pretrained({out!r})
 tok.save_pretrained({out!r})
@@ -145,7 +145,7 @@ def smollm2_folder(a: argparse.Namespace) -> Path:
     if (a.model_dir / "model.safetensors").is_file():
         return a.model_dir
     a.model_dir.mkdir(parents=True, exist_ok=True)
-    code = CONVERT.format(adapters=str(HERE.parent / "adapters"), out=str(a.model_dir))
+    code = CONVERT.format(src=str(HERE.parent / "src"), out=str(a.model_dir))
     print(f"converting SmolLM2 (GGUF -> float32 safetensors) into {a.model_dir} with "
           f"{a.convert_python}", flush=True)
     subprocess.run([a.convert_python, "-c", code], check=True)
@@ -153,7 +153,7 @@ def smollm2_folder(a: argparse.Namespace) -> Path:
 
 
 def tiny_folder(tok: Any, a: argparse.Namespace) -> Path:
-    from pairht_vllm.testing import save_tiny_llama
+    from pairht.vllm.testing import save_tiny_llama
 
     folder = tempfile.mkdtemp(prefix="pairht-bench-vllm-")
     return save_tiny_llama(folder, tok, hidden_size=512, num_layers=8, num_heads=8,
@@ -176,8 +176,8 @@ def chat_prompts(tok: Any, n: int, seed: int) -> list[list[int]]:
 
 def build_engine(folder: Path, *, live_weights: bool, max_model_len: int) -> Any:
     """A float32 engine; ``live_weights=False`` keeps vLLM's prepacked GEMM kernels."""
-    from pairht_vllm import cpu_shims
-    from pairht_vllm._guard import require_vllm
+    from pairht.vllm import cpu_shims
+    from pairht.vllm._guard import require_vllm
 
     vllm = require_vllm()
     import vllm.model_executor.layers.utils as layer_utils
@@ -211,13 +211,13 @@ def drop_engine(llm: Any) -> None:
 @functools.cache
 def snap_ids(tok: Any) -> tuple[int, ...]:
     """Newline / sentence-end token ids (decodes the whole vocabulary: once per tokenizer)."""
-    from pairht_rollout.snapping import snap_token_ids_from_tokenizer
+    from pairht.rollout.snapping import snap_token_ids_from_tokenizer
 
     return tuple(snap_token_ids_from_tokenizer(tok))
 
 
 def backend(llm: Any, tok: Any, a: argparse.Namespace, seed: int) -> Any:
-    from pairht_vllm import VLLMTwoPhase
+    from pairht.vllm import VLLMTwoPhase
 
     eos = tok.eos_token_id
     return VLLMTwoPhase(
@@ -253,7 +253,7 @@ def two_phase(llm: Any, tok: Any, policy: Any, rows: list, a: argparse.Namespace
               seed: int) -> dict[str, float]:
     import numpy as np
 
-    import pairht_vllm.two_phase as tp
+    import pairht.vllm.two_phase as tp
 
     llm.reset_prefix_cache()
     two = backend(llm, tok, a, seed)
@@ -395,8 +395,8 @@ def step_part(folder: Path, tok: Any, a: argparse.Namespace) -> None:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     import trl
-    from pairht_trl import PairGRPOConfig, PairGRPOTrainer
-    from pairht_vllm import apply_cpu_shims
+    from pairht.trl import PairGRPOConfig, PairGRPOTrainer
+    from pairht.vllm import apply_cpu_shims
 
     sys.path.insert(0, str(HERE))
     try:
@@ -510,7 +510,7 @@ def main(argv: list[str] | None = None) -> None:
         tok = AutoTokenizer.from_pretrained(folder)
         prompts = chat_prompts(tok, 32, a.seed)
     else:
-        from pairht_demo import toy
+        from pairht.demo import toy
 
         tok = toy.make_tokenizer()
         folder = tiny_folder(tok, a)

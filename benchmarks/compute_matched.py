@@ -5,7 +5,7 @@ Same as ``pairht experiment``; see docs/experiment.md. Example::
     python benchmarks/compute_matched.py --seeds 0,1,2 --steps 40
 """
 
-from pairht_demo.experiment import main
+from pairht.demo.experiment import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,6 +1,6 @@
 r"""Does PAIR pay on the demo's own task? The audit on the chain task's policy population.
 
-``make demo`` trains PAIR and GRPO on a chain-arithmetic task (:mod:`pairht_demo.chain`; by
+``make demo`` trains PAIR and GRPO on a chain-arithmetic task (:mod:`pairht.demo.chain`; by
 default the long one, ``chain_long``). This
 script asks the frozen-population audit the question the training run cannot answer with
 intervals: at equal generated tokens, how does PAIR's gradient compare with the baselines' on
@@ -8,10 +8,10 @@ that task, with the heads the trainer has after ``--train-steps`` PAIR steps, an
 hindsight-perfect heads? It
 
 1. warm-starts the demo's tiny Llama (the demo's cache), trains it ``--train-steps`` steps with
-   :class:`pairht_trl.PairGRPOTrainer` in the demo's setting (``G = 8`` or ``--group-size``,
+   :class:`pairht.trl.PairGRPOTrainer` in the demo's setting (``G = 8`` or ``--group-size``,
    the task's ``tau`` and prompts per step, budget 0.5) so the prefix heads have labels,
 2. writes a population of ``--prompts`` fresh training prompts x ``G`` candidates generated to
-   the end (:func:`pairht_trl.audit_mode.collect_population`: rewards, realised suffix tokens,
+   the end (:func:`pairht.trl.audit_mode.collect_population`: rewards, realised suffix tokens,
    the heads' predictions at the checkpoint, autograd scores on the final norm weight),
 3. runs the audit at budgets 0.25 and 0.5 with exact metrics (the rows of
    ``benchmarks/audit_tables.py``: every baseline, PAIR's default, PAIR deciding its width, and
@@ -42,12 +42,12 @@ def build_population(seed: int, prompts: int, train_steps: int, path: str,
                      task_name: str = "chain", group_size: int = 8, tau: int | None = None):
     """Train PAIR ``train_steps`` steps on a chain task, then collect a population
     (``group_size`` candidates per prompt; ``tau``: the task's demo default when None)."""
-    from pairht_demo import toy
-    from pairht_demo.demo import _base_kwargs, single_blas_thread
-    from pairht_demo.tasks import TASK_DEFAULTS, get_task
-    from pairht_demo.warm_cache import warm_model
-    from pairht_trl import PairGRPOConfig, PairGRPOTrainer
-    from pairht_trl.audit_mode import collect_population
+    from pairht.demo import toy
+    from pairht.demo.demo import _base_kwargs, single_blas_thread
+    from pairht.demo.tasks import TASK_DEFAULTS, get_task
+    from pairht.demo.warm_cache import warm_model
+    from pairht.trl import PairGRPOConfig, PairGRPOTrainer
+    from pairht.trl.audit_mode import collect_population
 
     task, d = get_task(task_name), TASK_DEFAULTS[task_name]
     tokenizer = toy.make_tokenizer(task)
@@ -75,7 +75,7 @@ def build_population(seed: int, prompts: int, train_steps: int, path: str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pairht_demo.tasks import DEFAULT_TASK, TASKS
+    from pairht.demo.tasks import DEFAULT_TASK, TASKS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)

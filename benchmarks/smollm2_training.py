@@ -1,6 +1,6 @@
 r"""PAIR vs GRPO training a real model: SmolLM2-135M-Instruct on arithmetic, one command.
 
-Both arms are :class:`pairht_trl.PairGRPOTrainer` with everything equal but the allocation rule,
+Both arms are :class:`pairht.trl.PairGRPOTrainer` with everything equal but the allocation rule,
 so the only difference is which candidates are continued past the prefix checkpoint:
 
 * ``pair``: ``allocator="pair"`` (the default: prefix heads, convex continuation design with
@@ -10,12 +10,12 @@ so the only difference is which candidates are continued past the prefix checkpo
   ``scale_rewards="none"``), and generation goes through the same two-phase backend, so the
   token accounting and the decoding code are the same for both arms.
 
-Same weights (the GGUF model dequantised to float32 by :func:`pairht_demo.smollm2.load_smollm2`),
+Same weights (the GGUF model dequantised to float32 by :func:`pairht.demo.smollm2.load_smollm2`),
 real tokenizer and ChatML chat template, the same seeded prompts in the same order, the same
 sampling seed, optimiser and learning rate. Prompts are the arithmetic questions of
 ``benchmarks/real_population.py`` (``What is 23 + 14? Give the final answer as a number.``;
 the model solves about 30 % of them at temperature 0.7); the reward is
-:class:`pairht_verifiers.MathVerifier` with ``answer_mode="last_number"`` (1 if the last number
+:class:`pairht.verifiers.MathVerifier` with ``answer_mode="last_number"`` (1 if the last number
 of the completion equals the answer). Held-out accuracy is greedy decoding on questions disjoint
 from the training ones, before and after training (deterministic, so the two arms' "before" is
 one number).
@@ -118,7 +118,7 @@ class LastNumberReward:
     __name__ = "last_number"
 
     def __init__(self) -> None:
-        from pairht_verifiers import MathVerifier
+        from pairht.verifiers import MathVerifier
 
         self.verifier = MathVerifier(answer_mode="last_number")
         self.tokens = 0
@@ -137,8 +137,8 @@ def heldout_accuracy(model, tokenizer, items: list[dict], max_new_tokens: int) -
     """
     import torch
 
-    from pairht_rollout.features import left_pad
-    from pairht_verifiers import math_reward
+    from pairht.rollout.features import left_pad
+    from pairht.verifiers import math_reward
 
     prompts = [
         tokenizer.apply_chat_template([{"role": "user", "content": it["question"]}],
@@ -160,7 +160,7 @@ def heldout_accuracy(model, tokenizer, items: list[dict], max_new_tokens: int) -
 
 
 def _config(arm: str, args: argparse.Namespace, out_dir: str, use_cpu: bool):
-    from pairht_trl import PairGRPOConfig
+    from pairht.trl import PairGRPOConfig
 
     g = args.num_generations
     return PairGRPOConfig(
@@ -246,7 +246,7 @@ def run_arm(arm: str, model, tokenizer, train_items, heldout, args, *,
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    from pairht_trl import PairGRPOTrainer
+    from pairht.trl import PairGRPOTrainer
 
     dataset = Dataset.from_list([
         {"prompt": [{"role": "user", "content": it["question"]}], "answer": str(it["answer"])}
@@ -290,12 +290,12 @@ def run(args: argparse.Namespace, *, progress: bool = True,
     """Load SmolLM2 once, then train a fresh copy of its weights with every arm in ``args.arms``.
 
     ``loaded``: an already loaded ``(model, tokenizer)`` pair (from
-    :func:`pairht_demo.smollm2.load_smollm2`) to use instead of loading one (the tests share one
+    :func:`pairht.demo.smollm2.load_smollm2`) to use instead of loading one (the tests share one
     load); it is trained in place and given back with its initial weights restored.
     """
     import torch
 
-    from pairht_demo.smollm2 import load_smollm2
+    from pairht.demo.smollm2 import load_smollm2
 
     torch.set_num_threads(args.threads)
     if loaded is None:

@@ -2,13 +2,13 @@
 
     python examples/02_train_tiny_pair_grpo.py
 
-The toy task (``pairht_demo.toy``): prompts ``repeat c 5 :`` ask for a declared count and five
+The toy task (``pairht.demo.toy``): prompts ``repeat c 5 :`` ask for a declared count and five
 numbered lines; the reward is 1 for exactly the right lines. A randomly initialised two-layer
 Llama is warm-started by supervised learning on an imperfect demonstrator (success rate about
 0.4), then trained with ``PairGRPOTrainer`` in exact mode: G prefixes of ~tau tokens snapped to
 a newline, prefix heads, continuation probabilities at half the full-group suffix budget, a
 Bernoulli draw, pair-HT advantages on the completed candidates only. For the side-by-side with
-plain GRPO, run ``pairht demo`` (``pairht_demo.demo``).
+plain GRPO, run ``pairht demo`` (``pairht.demo.demo``).
 
 Needs the ``trl`` extra (torch, transformers, trl, accelerate).
 """
@@ -20,7 +20,7 @@ import tempfile
 import numpy as np
 import torch
 
-from pairht_trl import PairGRPOConfig, PairGRPOTrainer, toy
+from pairht.trl import PairGRPOConfig, PairGRPOTrainer, toy
 
 torch.set_num_threads(1)  # tiny matmuls: one thread is fastest and steady on a busy machine
 SEED, STEPS, G = 0, 20, 8

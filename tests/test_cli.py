@@ -240,7 +240,7 @@ def test_a_missing_optional_dependency_is_one_line_naming_the_extra(tmp_path, mo
 
 def test_an_import_error_of_the_package_itself_keeps_its_traceback(tmp_path):
     # only the optional dependencies are named; a broken install of pairht is a bug to show
-    done = _pairht_without("pairht_demo", ["demo", "--steps", "1"], tmp_path)
+    done = _pairht_without("pairht.demo", ["demo", "--steps", "1"], tmp_path)
     assert done.returncode == 1 and "Traceback" in done.stderr, done.stderr
     from pairht.cli import missing_dependency_message
 

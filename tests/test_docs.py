@@ -1,8 +1,8 @@
 """The documentation cannot rot: its code runs and its theory map points at real code and tests.
 
 1. ``docs/theory.md`` maps each claim of the PAIR paper to the code implementing it and the tests
-   proving it. Every dotted name there that starts with ``pairht``, ``pairht_trl`` or
-   ``pairht_vllm`` must import (``importlib`` on the longest module prefix, then ``getattr``), and
+   proving it. Every dotted name there that starts with ``pairht``, ``pairht.trl`` or
+   ``pairht.vllm`` must import (``importlib`` on the longest module prefix, then ``getattr``), and
    every pytest node id (``tests/...py::name`` or ``::Class::name``, optionally ``[param-id]``)
    must exist: the file, and the function defined in it (read with ``ast``, not imported). Node
    ids with a parameter id are checked once more by pytest's own collection, in one subprocess,
@@ -66,7 +66,7 @@ REQUIRED_CLAIMS = (
     'Appendix "Numerical stability"',
 )
 
-CODE_NAME = re.compile(r"^(?:pairht|pairht_trl|pairht_vllm)(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
+CODE_NAME = re.compile(r"^(?:pairht|pairht.trl|pairht.vllm)(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
 NODE_ID = re.compile(
     r"^(?P<file>tests/[A-Za-z0-9_/]+\.py)(?P<parts>(?:::[A-Za-z_][A-Za-z0-9_]*)+)"
     r"(?P<param>\[[^\]]+\])?$"

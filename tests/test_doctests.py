@@ -1,6 +1,6 @@
 """Every numpydoc ``Examples`` section in the package runs, and prints what it says it prints.
 
-One test per module of ``src/pairht``, ``adapters/pairht_trl`` and ``adapters/pairht_vllm``,
+One test per module of ``src/pairht`` (the core and its integration subpackages),
 found by walking the source tree (not by importing packages), so that a module that stops
 importing fails here instead of silently dropping out of the list. Each test imports its module,
 collects the doctests of the objects *defined* in it (``doctest.DocTestFinder``, which skips
@@ -11,7 +11,7 @@ runner and no option flags: an example that needs ``...`` or whitespace latitude
 The examples run in a fresh temporary working directory (some write files) and with the module's
 globals, as ``python -m doctest`` and pytest's ``--doctest-modules`` do.
 
-Excluded modules: none. ``pairht_vllm`` imports without vLLM (the engine is imported only when
+Excluded modules: none. ``pairht.vllm`` imports without vLLM (the engine is imported only when
 a backend is constructed) and its docstrings hold no example that needs the engine; vLLM is not
 installed in the test environment (GPU only), so an example that needs it must be listed in
 ``NEEDS_VLLM`` below, which skips it *visibly* (with the reason) only while vLLM is missing.
@@ -30,25 +30,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 #: (directory holding the top-level package, package name)
-PACKAGES = (
-    (ROOT / "src", "pairht"),
-    (ROOT / "adapters", "pairht_trl"),
-    (ROOT / "adapters", "pairht_vllm"),
-    (ROOT / "adapters", "pairht_rollout"),
-    (ROOT / "adapters", "pairht_verifiers"),
-    (ROOT / "adapters", "pairht_demo"),
-)
+PACKAGES = ((ROOT / "src", "pairht"),)
 
 #: module name -> reason. Every exclusion must say why.
-EXCLUDED: dict[str, str] = {
-    # Deprecated aliases: importing them warns and re-registers the new modules, whose own
-    # examples run under their new names.
-    "pairht_trl._moved": "helper of the deprecated aliases; no examples",
-    "pairht_trl.verifiers": "deprecated alias of pairht_verifiers",
-    "pairht_trl.generation": "deprecated alias of pairht_rollout.transformers_backend",
-    "pairht_trl.toy": "deprecated alias of pairht_demo.toy",
-    "pairht_trl.demo": "deprecated alias of pairht_demo.demo",
-}
+EXCLUDED: dict[str, str] = {}
 
 #: Modules whose examples need a real vLLM engine (skipped, with this reason, without vLLM).
 NEEDS_VLLM: set[str] = set()
@@ -75,8 +60,8 @@ MODULES = _module_names()
 def test_module_walk_found_the_packages():
     # Guards the walk itself: a moved source tree must not turn this file into zero tests.
     for must in ("pairht.estimators.horvitz_thompson", "pairht.designs.conditional_poisson",
-                 "pairht.allocation.solver", "pairht_trl.heads",
-                 "pairht_verifiers.sandbox"):
+                 "pairht.allocation.solver", "pairht.torch.heads",
+                 "pairht.verifiers.sandbox"):
         assert must in MODULES
     assert not set(EXCLUDED) - set(MODULES), "EXCLUDED names a module that does not exist"
 

@@ -1,7 +1,8 @@
-"""Imports run one way (docs/architecture.md): the core needs no adapter, the verifiers need no
-torch/transformers/TRL, the generation layers need no TRL adapter, the TRL adapter has no
-circle. Static checks read the source with ``ast`` (an import inside a function counts);
-runtime checks import in a fresh interpreter with the forbidden modules blocked."""
+"""Imports run one way (docs/architecture.md): the core needs no integration, the torch layer
+needs no TRL, the verifiers need no torch/transformers/TRL, the generation layers need no TRL
+adapter, nothing has a circle. Static checks read the source with ``ast`` (an import inside a
+function counts); runtime checks import in a fresh interpreter with the forbidden modules
+blocked."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ADAPTER_PACKAGES = {"pairht_rollout", "pairht_vllm", "pairht_trl", "pairht_verifiers",
-                    "pairht_demo"}
+PKG = ROOT / "src" / "pairht"
+# The integrations: subpackages of pairht behind their extras. Everything else under
+# src/pairht is the core, except the command line (cli, _cli_app, __main__), which is the
+# application over all of it and loads an integration only inside the command that needs it.
+INTEGRATIONS = ("torch", "rollout", "vllm", "trl", "verl", "verifiers", "demo")
+CLI_MODULES = ("cli.py", "_cli_app.py", "__main__.py")
 HEAVY = ("torch", "transformers", "trl", "accelerate")
 
 
@@ -36,23 +41,62 @@ def _files(folder: Path) -> list[Path]:
     return files
 
 
-def test_core_imports_no_adapter():
-    for path in _files(ROOT / "src" / "pairht"):
-        bad = {m for m in _imports(path) if m.split(".")[0] in ADAPTER_PACKAGES}
+def _integration(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) >= 2 and parts[0] == "pairht" and parts[1] in INTEGRATIONS:
+        return parts[1]
+    return None
+
+
+def _core_files() -> list[Path]:
+    out = []
+    for path in _files(PKG):
+        rel = path.relative_to(PKG).parts
+        if rel[0] in INTEGRATIONS or (len(rel) == 1 and rel[0] in CLI_MODULES):
+            continue
+        out.append(path)
+    return out
+
+
+def test_core_imports_no_integration():
+    files = _core_files()
+    assert len(files) > 40 and any(p.name == "plan.py" for p in files)  # the core was read
+    for path in files:
+        bad = {m for m in _imports(path) if _integration(m)}
+        bad |= {m for m in _imports(path) if m.split(".")[0] in HEAVY}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
-@pytest.mark.parametrize("package", ["pairht_rollout", "pairht_vllm"])
+def test_the_torch_layer_imports_no_trl():
+    for path in _files(PKG / "torch"):
+        bad = {m for m in _imports(path)
+               if m.split(".")[0] in ("trl", "verl") or _integration(m) not in (None, "torch")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_the_torch_layer_loads_with_trl_blocked():
+    done = _run_blocked("""
+        import importlib, pkgutil
+        import pairht.torch
+        for mod in pkgutil.iter_modules(pairht.torch.__path__):
+            importlib.import_module(f"pairht.torch.{mod.name}")
+        print("ok")
+    """, ("trl", "verl", "vllm"))
+    assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("package", ["pairht.rollout", "pairht.vllm"])
 def test_generation_layers_import_nothing_from_the_trl_adapter(package):
-    for path in _files(ROOT / "adapters" / package):
-        bad = {m for m in _imports(path) if m.split(".")[0] in ("pairht_trl", "trl")}
+    for path in _files(PKG / package.split(".")[1]):
+        bad = {m for m in _imports(path)
+               if m.split(".")[0] == "trl" or _integration(m) in ("trl", "verl")}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
 def test_trl_audit_mode_does_not_import_the_trainer():
     # trainer imports audit_mode (AuditCallback); the reverse edge would close a circle.
-    bad = {m for m in _imports(ROOT / "adapters" / "pairht_trl" / "audit_mode.py")
-           if m == "pairht_trl.trainer"}
+    bad = {m for m in _imports(PKG / "trl" / "audit_mode.py")
+           if m == "pairht.trl.trainer"}
     assert not bad
 
 
@@ -77,9 +121,9 @@ def _run_blocked(code: str, blocked: tuple[str, ...]) -> subprocess.CompletedPro
 def test_verifiers_import_without_torch_transformers_or_trl():
     done = _run_blocked("""
         import importlib, pkgutil
-        import pairht_verifiers
-        for mod in pkgutil.iter_modules(pairht_verifiers.__path__):
-            importlib.import_module(f"pairht_verifiers.{mod.name}")
+        import pairht.verifiers
+        for mod in pkgutil.iter_modules(pairht.verifiers.__path__):
+            importlib.import_module(f"pairht.verifiers.{mod.name}")
         print("ok")
     """, HEAVY)
     assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
@@ -104,8 +148,8 @@ def test_the_step_plans_without_torch():
 
 
 def test_verifiers_import_nothing_from_the_trl_adapter():
-    for path in _files(ROOT / "adapters" / "pairht_verifiers"):
-        bad = {m for m in _imports(path) if m.split(".")[0] in ("pairht_trl", "pairht_rollout")}
+    for path in _files(PKG / "verifiers"):
+        bad = {m for m in _imports(path) if _integration(m) not in (None, "verifiers")}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
@@ -119,7 +163,7 @@ def test_comparators_never_import_the_step():
 
 def _module_names() -> dict[str, Path]:
     names = {}
-    for base in (ROOT / "src", ROOT / "adapters"):
+    for base in (ROOT / "src",):
         for path in base.rglob("*.py"):
             parts = list(path.relative_to(base).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -202,12 +246,12 @@ def test_no_import_time_circles_in_the_core_or_the_adapters():
 
 def test_the_demo_never_imports_the_experiment():
     # experiment imports demo at load time; the reverse edge, even inside a function, closes a
-    # run-time circle (the shared warm-start cache lives in pairht_demo.warm_cache instead).
-    tree = ast.parse((ROOT / "adapters" / "pairht_demo" / "demo.py").read_text())
+    # run-time circle (the shared warm-start cache lives in pairht.demo.warm_cache instead).
+    tree = ast.parse((PKG / "demo" / "demo.py").read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "pairht_demo":
+        if isinstance(node, ast.ImportFrom) and node.module == "pairht.demo":
             assert "experiment" not in {a.name for a in node.names}
         if isinstance(node, ast.ImportFrom):
-            assert node.module != "pairht_demo.experiment"
+            assert node.module != "pairht.demo.experiment"
         if isinstance(node, ast.Import):
-            assert "pairht_demo.experiment" not in {a.name for a in node.names}
+            assert "pairht.demo.experiment" not in {a.name for a in node.names}

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from pairht_vllm.testing import CPU_ENV
+from pairht.vllm.testing import CPU_ENV
 
 for _key, _value in CPU_ENV.items():  # before vllm is first imported
     os.environ.setdefault(_key, _value)
@@ -20,14 +20,14 @@ for _key, _value in CPU_ENV.items():  # before vllm is first imported
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from pairht_demo import toy
+    from pairht.demo import toy
 
     return toy.make_tokenizer()
 
 
 @pytest.fixture(scope="session")
 def checkpoint(tmp_path_factory, tokenizer):
-    from pairht_vllm.testing import save_tiny_llama
+    from pairht.vllm.testing import save_tiny_llama
 
     return save_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), tokenizer, seed=6)
 

@@ -2,7 +2,7 @@
 
 Skip, naming where the suite runs instead, or fail under ``PAIRHT_REQUIRE_VLLM=1`` (set by
 ``make test-vllm``), where a missing engine must not pass as a skip. A bare namespace package
-named ``vllm`` counts as missing. (Kept in ``tests/``: ``pairht_vllm`` may not import pytest.)
+named ``vllm`` counts as missing. (Kept in ``tests/``: ``pairht.vllm`` may not import pytest.)
 """
 
 from __future__ import annotations

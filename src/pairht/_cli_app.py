@@ -555,10 +555,10 @@ def demo(ctx: typer.Context) -> None:
     Prints a table of held-out reward, generated tokens and wall-clock, and saves a plot of
     reward vs generated tokens; `pairht demo --help` lists the options, which pass through.
 
-    Implemented by the TRL adapter as ``pairht_demo.demo.main(argv: list[str])``; imported
+    Implemented by the TRL adapter as ``pairht.demo.demo.main(argv: list[str])``; imported
     only when this command runs, so no other command ever imports torch.
     """
-    _delegate("demo", "pairht_demo.demo", ctx)
+    _delegate("demo", "pairht.demo.demo", ctx)
 
 
 # ---------------------------------------------------------------------- pairht experiment
@@ -568,9 +568,9 @@ def experiment(ctx: typer.Context) -> None:
 
     Trains every arm over several seeds and writes a markdown report with figures (see
     docs/experiment.md); `pairht experiment --help` lists the options, which pass through to
-    ``pairht_demo.experiment.main``.
+    ``pairht.demo.experiment.main``.
     """
-    _delegate("experiment", "pairht_demo.experiment", ctx)
+    _delegate("experiment", "pairht.demo.experiment", ctx)
 
 
 def _delegate(command: str, module: str, ctx: typer.Context) -> None:

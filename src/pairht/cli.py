@@ -4,8 +4,8 @@
                            audit.csv, audit.json and PNG figures to ``--out``
 ``pairht audit sweep``     the audit across budget, pi_min, G or calibration
 ``pairht demo``            the main demo: PAIR vs GRPO training on a tiny task, on CPU
-                           (minutes), delegated to ``pairht_demo.demo.main``
-``pairht experiment``      the compute-matched comparison over seeds (``pairht_demo.experiment``)
+                           (minutes), delegated to ``pairht.demo.demo.main``
+``pairht experiment``      the compute-matched comparison over seeds (``pairht.demo.experiment``)
 ``pairht audit-demo``      a short audit of a synthetic population (under a minute)
 
 The commands live in :mod:`pairht._cli_app`, which imports typer; this module imports nothing

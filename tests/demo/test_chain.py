@@ -1,4 +1,4 @@
-"""The chain-arithmetic task (pairht_demo.chain): tokenisation, reward, demonstrator, splits."""
+"""The chain-arithmetic task (pairht.demo.chain): tokenisation, reward, demonstrator, splits."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from pairht_demo import chain, toy
+from pairht.demo import chain, toy
 
 T = chain.CHAIN_TASK
 

@@ -1,4 +1,4 @@
-"""``pairht demo`` (pairht_demo.demo): the verdict, the time split and the cost cuts it relies on.
+"""``pairht demo`` (pairht.demo.demo): the verdict, the time split and the cost cuts it relies on.
 
 The fast tests check the pieces with exact expectations (the first-reach rule, the printed
 verdict and split from hand-made results, the BLAS thread switch); the slow one runs a short
@@ -18,8 +18,8 @@ import pytest
 
 pytest.importorskip("trl")
 
-from pairht_demo import demo
-from pairht_trl.timing import PHASES
+from pairht.demo import demo
+from pairht.trl.timing import PHASES
 
 
 def _record(name, curve, wall, split=None) -> demo.MethodResult:

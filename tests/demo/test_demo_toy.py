@@ -1,4 +1,4 @@
-"""End to end: ``pairht_demo.demo.run_comparison`` trains GRPO and PAIR on the toy task (CPU).
+"""End to end: ``pairht.demo.demo.run_comparison`` trains GRPO and PAIR on the toy task (CPU).
 
 Always the demo's full 60 steps per method (about 1.5 min on two cores), also in CI's short form
 of the slow tests: this is the suite's check that PAIR training raises the held-out reward, and
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from pairht_demo import demo
+from pairht.demo import demo
 
 STEPS = 60
 

@@ -1,4 +1,4 @@
-"""The compute-matched experiment (pairht_demo.experiment): its statistics and a short run."""
+"""The compute-matched experiment (pairht.demo.experiment): its statistics and a short run."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("trl")
 
-from pairht_demo import experiment as ex
-from pairht_demo.tasks import TASKS
+from pairht.demo import experiment as ex
+from pairht.demo.tasks import TASKS
 
 
 def test_auc_is_the_mean_of_the_piecewise_linear_curve():

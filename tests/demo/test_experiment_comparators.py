@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("trl")
 
+from pairht.demo import demo
+from pairht.demo import experiment as ex
 from pairht.step import allocator_names
-from pairht_demo import demo
-from pairht_demo import experiment as ex
 
 
 def test_comparator_arms_are_pair_trainer_runs_of_registered_allocators():

@@ -13,9 +13,9 @@ import pytest
 
 @pytest.fixture(scope="session")
 def smollm2_loaded():
-    """``pairht_demo.smollm2.load_smollm2()``: the float32 model (eval mode, CPU) and tokenizer."""
+    """``pairht.demo.smollm2.load_smollm2()``: the float32 model (eval mode, CPU) and tokenizer."""
     torch = pytest.importorskip("torch")
-    from pairht_demo.smollm2 import load_smollm2
+    from pairht.demo.smollm2 import load_smollm2
 
     torch.set_num_threads(1)
     return load_smollm2()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-from pairht_demo.smollm2 import smollm2_available  # noqa: E402
+from pairht.demo.smollm2 import smollm2_available  # noqa: E402
 
 pytestmark = [
     pytest.mark.real_model,
@@ -89,7 +89,7 @@ def test_one_backward_pass_changes_the_weights_and_lowers_the_loss(smol):
 def test_closed_form_scores_equal_autograd_scores(smol):
     """benchmarks/real_population.py's scores (closed form from one forward) equal the audit
     mode's autograd scores on the final norm weight."""
-    from pairht_trl.audit_mode import _sequence_scores, default_score_block
+    from pairht.trl.audit_mode import _sequence_scores, default_score_block
 
     sys.path.insert(0, BENCH)
     try:

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("trl")
-from pairht_demo.smollm2 import smollm2_available
+from pairht.demo.smollm2 import smollm2_available
 
 pytestmark = [
     pytest.mark.real_model,

@@ -16,6 +16,6 @@ from vllm_required import require_vllm_for_tests
 @pytest.fixture(scope="session")
 def vllm_engine(checkpoint):  # noqa: F811 (the imported fixture, by name)
     require_vllm_for_tests("the vLLM backend runs in .venv-vllm (make test-vllm)")
-    from pairht_vllm.testing import cpu_engine
+    from pairht.vllm.testing import cpu_engine
 
     return cpu_engine(checkpoint)

@@ -1,4 +1,4 @@
-"""The generation contract (pairht_rollout.contract), checked the same way on every backend.
+"""The generation contract (pairht.rollout.contract), checked the same way on every backend.
 
 Each backend decodes greedily from the same float32 checkpoint; its two phases must reproduce
 its own single-phase output token for token, its prefixes must end where the snap rule says on
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from pairht_rollout.contract import TwoPhaseBackend
-from pairht_rollout.features import CONFIDENCE_FEATURES, prefix_features
-from pairht_rollout.sync_check import logprob_tolerance, policy_token_logprobs
+from pairht.rollout.contract import TwoPhaseBackend
+from pairht.rollout.features import CONFIDENCE_FEATURES, prefix_features
+from pairht.rollout.sync_check import logprob_tolerance, policy_token_logprobs
 
 TAU, WINDOW, MAX_LEN = 6, 5, 24
 NL = 3  # the toy vocabulary's "\n", the one snap token
@@ -36,17 +36,17 @@ def make_backend(request, tokenizer):
                   pad_token_id=tokenizer.pad_token_id, snap_token_ids=[NL],
                   max_completion_length=MAX_LEN)
     if kind == "transformers":
-        from pairht_rollout.transformers_backend import TransformersTwoPhase
+        from pairht.rollout.transformers_backend import TransformersTwoPhase
 
         return lambda: TransformersTwoPhase(**common)  # generation_config=None: greedy
     engine = request.getfixturevalue("vllm_engine")
-    from pairht_vllm import VLLMTwoPhase
+    from pairht.vllm import VLLMTwoPhase
 
     return lambda: VLLMTwoPhase(engine, temperature=0.0, **common)
 
 
 def _snap_reference(row, eos):
-    """The snap rule (pairht_rollout.snapping.snap_cut) as a plain scan of one output."""
+    """The snap rule (pairht.rollout.snapping.snap_cut) as a plain scan of one output."""
     for t, tok in enumerate(row):
         if tok in eos:
             return t + 1
@@ -209,7 +209,7 @@ def test_transformers_backend_without_confidence_samples_the_same_prefixes(
     only reads the scores: the same sampled prefixes and features, and no confidence."""
     from transformers import GenerationConfig
 
-    from pairht_rollout.transformers_backend import TransformersTwoPhase
+    from pairht.rollout.transformers_backend import TransformersTwoPhase
 
     common = dict(tau=TAU, snap_window=WINDOW, eos_token_ids=[tokenizer.eos_token_id],
                   pad_token_id=tokenizer.pad_token_id, snap_token_ids=[NL],

@@ -1,4 +1,4 @@
-"""The shared-prompt features forward (pairht_rollout.features.prefix_features) on the tiny Llama.
+"""The shared-prompt features forward (pairht.rollout.features.prefix_features) on the tiny Llama.
 
 Rows of a GRPO batch repeat each prompt ``G`` times, so the forward computes every distinct
 prompt once, expands its keys and values to the rows that share it and runs only the prefix
@@ -14,7 +14,7 @@ import random
 import pytest
 import torch
 
-from pairht_rollout.features import prefix_features
+from pairht.rollout.features import prefix_features
 
 #: Prefix lengths of the rows in turn: shorter and longer than every window tested.
 PREFIX_LENGTHS = (1, 2, 24, 7, 17, 3, 12, 20, 5, 9, 15, 22, 4, 11, 19)

@@ -9,23 +9,36 @@ from pathlib import Path
 
 import pytest
 
-ADAPTERS = Path(__file__).resolve().parents[2] / "adapters"
+PKG = Path(__file__).resolve().parents[2] / "src" / "pairht"
 
 #: Top-level packages each adapter package may import (besides the standard library).
 ALLOWED = {
-    "pairht_rollout": {"pairht", "pairht_rollout", "numpy", "torch", "transformers"},
-    "pairht_vllm": {"pairht", "pairht_rollout", "pairht_vllm", "numpy", "torch", "transformers",
-                    "vllm", "accelerate"},
+    "pairht.rollout": {"pairht", "pairht.torch", "pairht.rollout", "numpy", "torch",
+                       "transformers"},
+    "pairht.vllm": {"pairht", "pairht.torch", "pairht.rollout", "pairht.vllm", "numpy", "torch",
+                    "transformers", "vllm", "accelerate"},
 }
+
+
+INTEGRATIONS = ("torch", "rollout", "vllm", "trl", "verl", "verifiers", "demo")
+
+
+def _top(module: str) -> str:
+    """``pairht.<sub>`` for pairht's integration subpackages (the layers), ``pairht`` for the
+    core (numpy/scipy/numba only, importable by every layer), else the top-level name."""
+    parts = module.split(".")
+    if parts[0] == "pairht":
+        return f"pairht.{parts[1]}" if len(parts) > 1 and parts[1] in INTEGRATIONS else "pairht"
+    return parts[0]
 
 
 def _imported_packages(path: Path) -> set[str]:
     out = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
-            out |= {alias.name.split(".")[0] for alias in node.names}
+            out |= {_top(alias.name) for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            out.add(node.module.split(".")[0])
+            out.add(_top(node.module))
     return out
 
 
@@ -34,7 +47,7 @@ def test_package_imports_only_the_layers_below_it(package):
     import sys
 
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
-    files = sorted((ADAPTERS / package).glob("*.py"))
+    files = sorted((PKG / package.split(".")[1]).glob("*.py"))
     assert files
     for path in files:
         extra = _imported_packages(path) - ALLOWED[package] - stdlib

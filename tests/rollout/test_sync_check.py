@@ -1,4 +1,4 @@
-"""pairht_rollout.sync_check: the policy side of the engine-policy comparison, and its rules."""
+"""pairht.rollout.sync_check: the policy side of the engine-policy comparison, and its rules."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pairht_rollout.sync_check import (
+from pairht.rollout.sync_check import (
     check_logprob_gap,
     logprob_gap,
     logprob_tolerance,

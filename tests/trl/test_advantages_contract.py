@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import pairht
 from pairht.designs import make_design
 from pairht.testing.strategies import inclusion_probabilities
-from pairht_trl.advantages import design_edge_weights, pair_advantages_torch
+from pairht.torch.advantages import design_edge_weights, pair_advantages_torch
 
 # One group of the reproducer, with Bernoulli joints rho_ij = pi_i pi_j.
 PI = np.array([0.9, 0.6, 0.5, 0.7])

@@ -58,7 +58,7 @@ def _trained_and_step_plan(tmp_path, allocator):
     """One training step with ``allocator`` (no shrinkage) and the step's own plan on the
     trainer's logged inputs, with the score-norm prediction the trainer passes (the audit's
     ``m_hat = sqrt(prefix + c_hat)``)."""
-    from pairht_trl.heads import score_norm_proxy
+    from pairht.torch.heads import score_norm_proxy
 
     trainer = make_trainer(tmp_path, allocator=allocator, max_steps=1, shrink_to_skill=False)
     trainer.train()
@@ -160,7 +160,7 @@ def test_shrink_by_names_come_from_the_heads_registry(tmp_path):
     assert make_config(tmp_path).shrink_by == "slope"
     assert make_config(tmp_path, shrink_by="skill").shrink_by == "skill"
     with pytest.raises(ValueError, match=r"shrink_by must be one of \('slope', 'skill'\) "
-                                         r"\(from pairht_trl\.heads\.SHRINK_MEASURES\)"):
+                                         r"\(from pairht.trl\.heads\.SHRINK_MEASURES\)"):
         make_config(tmp_path, shrink_by="brier")
 
 

@@ -11,8 +11,8 @@ import torch
 from pair_helpers import RecordingReward, make_trainer
 
 from pairht.audit.population import load_population
-from pairht_trl.audit_mode import AuditCallback, collect_population, default_score_block
-from pairht_trl.config import RewardFailureWarning, RewardFunctionError
+from pairht.trl.audit_mode import AuditCallback, collect_population, default_score_block
+from pairht.trl.config import RewardFailureWarning, RewardFunctionError
 
 G = 4
 
@@ -71,7 +71,7 @@ def test_callback_writes_populations_that_pairht_audit_reads(tmp_path):
     # The callback audited PAIR against small-group GRPO on the population it wrote, over
     # the prefix options the trainer can switch to (the narrower width as width "subset").
     from pairht.audit import load_population, width_advice
-    from pairht_trl.config import switchable_rules
+    from pairht.trl.config import switchable_rules
 
     (step, adv), = cb.advice
     assert step == 1

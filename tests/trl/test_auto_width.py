@@ -8,7 +8,7 @@ import pytest
 from pair_helpers import make_config, make_trainer
 
 from pairht.audit import ROWS, WidthAdvice, decision_for
-from pairht_trl.audit_mode import AutoWidthCallback
+from pairht.trl.audit_mode import AutoWidthCallback
 
 
 def _callback(trainer) -> AutoWidthCallback:
@@ -17,7 +17,7 @@ def _callback(trainer) -> AutoWidthCallback:
 
 
 def test_the_bare_config_runs_the_default_row(tmp_path):
-    from pairht_trl import PairGRPOConfig
+    from pairht.trl import PairGRPOConfig
 
     cfg = PairGRPOConfig(output_dir=str(tmp_path), report_to=[], use_cpu=True,
                          num_generations=4, per_device_train_batch_size=4)

@@ -1,5 +1,5 @@
 """The paper's comparators (issue 16) train by name in PairGRPOTrainer: the trainer keeps a
-per-prompt history of observed rewards (pairht_trl.history) and passes it to the step, so the
+per-prompt history of observed rewards (pairht.torch.history) and passes it to the step, so the
 prompt-level rules (vip, hora, duet) plan from it; every rule logs the pair/* metrics."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ pytest.importorskip("trl")
 
 from pair_helpers import make_trainer
 
-from pairht_trl.history import PromptHistory, group_keys, prompt_key
+from pairht.torch.history import PromptHistory, group_keys, prompt_key
 
 COMPARATORS = ("vip", "hora", "duet", "dppo", "pair_joint")
 

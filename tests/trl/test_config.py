@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pairht_trl import PairGRPOConfig
+from pairht.trl import PairGRPOConfig
 
 BASE = dict(output_dir="unused", report_to=[], use_cpu=True, num_generations=4,
             per_device_train_batch_size=4, max_completion_length=512)
@@ -121,18 +121,18 @@ def test_default_design_is_fixed_size_and_bernoulli_with_an_anchor_pair():
 
 
 def test_import_is_lazy():
-    # `import pairht_trl` (and its light submodules) must not pull in torch, transformers or trl.
+    # `import pairht.trl` (and its light submodules) must not pull in torch, transformers or trl.
     code = (
-        "import sys, pairht_trl; "
+        "import sys, pairht.trl; "
         "heavy = [m for m in ('torch', 'transformers', 'trl') if m in sys.modules]; "
         "assert not heavy, heavy; "
-        "assert sorted(dir(pairht_trl)) == sorted(pairht_trl.__all__)"
+        "assert sorted(dir(pairht.trl)) == sorted(pairht.trl.__all__)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-    import pairht_trl  # in this process trl is loaded already: the lazy names resolve
+    import pairht.trl  # in this process trl is loaded already: the lazy names resolve
 
-    assert pairht_trl.PairGRPOTrainer.__module__ == "pairht_trl.trainer"
-    assert pairht_trl.AuditCallback.__module__ == "pairht_trl.audit_mode"
+    assert pairht.trl.PairGRPOTrainer.__module__ == "pairht.trl.trainer"
+    assert pairht.trl.AuditCallback.__module__ == "pairht.trl.audit_mode"
 
 
 # ---------------------------------------------------------------- issue 11, item 6
@@ -172,7 +172,7 @@ def test_import_is_lazy():
         # a misspelt policy must not fall back to either behaviour
         (dict(reward_failure="ignore"), ValueError,
          r"reward_failure must be one of \('raise', 'zero'\) \(from "
-         r"pairht_trl\.config\.REWARD_FAILURES\); got reward_failure='ignore'"),
+         r"pairht.trl\.config\.REWARD_FAILURES\); got reward_failure='ignore'"),
         (dict(reward_failure=None), ValueError, "reward_failure must be one of"),
     ],
 )
@@ -185,7 +185,7 @@ def test_bool_fields_of_pair_and_trl_are_all_checked():
     import dataclasses
     import typing
 
-    from pairht_trl.config import _bool_fields
+    from pairht.trl.config import _bool_fields
 
     hints = typing.get_type_hints(PairGRPOConfig)
     annotated = {f.name for f in dataclasses.fields(PairGRPOConfig) if hints[f.name] is bool}
@@ -239,7 +239,7 @@ def test_issue_example_six_of_eight_at_half_budget_is_refused():
 def test_names_come_from_the_core_registries():
     from pairht.designs import DESIGNS
     from pairht.estimators import VARIANTS
-    from pairht_trl import config
+    from pairht.trl import config
 
     assert set(config.design_kinds()) == set(DESIGNS)
     assert set(config.fixed_size_designs()) == {k for k, c in DESIGNS.items() if c.fixed_size}
@@ -280,25 +280,25 @@ def test_trl_default_lengths_need_no_pair_argument():
 def test_changed_trl_defaults_are_logged_once_at_info(caplog):
     import logging
 
-    with caplog.at_level(logging.INFO, logger="pairht_trl"):
+    with caplog.at_level(logging.INFO, logger="pairht.trl"):
         make()
-    lines = [r.getMessage() for r in caplog.records if r.name == "pairht_trl"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "pairht.trl"]
     assert len(lines) == 1 and caplog.records[0].levelno == logging.INFO
     assert "loss_type='dapo' -> 'dr_grpo'" in lines[0]
     assert "scale_rewards='group' -> 'none'" in lines[0]
     assert "num_iterations" not in lines[0]  # exact mode keeps TRL's 1
 
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="pairht_trl"):
+    with caplog.at_level(logging.INFO, logger="pairht.trl"):
         make(mode="practical")
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "pairht_trl"]
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "pairht.trl"]
     assert "num_iterations=1 -> 2" in line and "loss_type='dapo' -> 'dr_grpo'" in line
     assert "scale_rewards" not in line  # practical mode keeps TRL's 'group'
 
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="pairht_trl"):
+    with caplog.at_level(logging.INFO, logger="pairht.trl"):
         make(loss_type="dr_grpo", scale_rewards="none")  # chosen explicitly: nothing to report
-    assert not [r for r in caplog.records if r.name == "pairht_trl"]
+    assert not [r for r in caplog.records if r.name == "pairht.trl"]
 
 
 def test_exact_mode_error_shows_the_value_the_user_passed():

@@ -19,8 +19,8 @@ from pair_helpers import (
     use_float64_logprobs,
 )
 
-from pairht_demo import toy
-from pairht_trl.row_drop import (
+from pairht.demo import toy
+from pairht.torch.row_drop import (
     LOSS_SCALE_KEY,
     ROW_MEAN_LOSSES,
     TOKEN_NORMALISED_LOSSES,

@@ -1,4 +1,4 @@
-"""Two-phase generation with KV reuse (pairht_rollout.transformers_backend) on a tiny random Llama.
+"""Two-phase generation with KV reuse (pairht.rollout.transformers_backend) on a tiny random Llama.
 
 The key property: prefix (phase 1) + resumed suffix (phase 2) is the completion one
 uninterrupted ``generate`` produces, token for token under greedy decoding, and in distribution
@@ -25,7 +25,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from pairht_rollout.transformers_backend import (
+from pairht.rollout.transformers_backend import (
     TransformersTwoPhase,
     prefix_features,
     snap_cut,

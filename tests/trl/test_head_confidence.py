@@ -6,8 +6,8 @@ import pytest
 import torch
 from pair_helpers import make_trainer
 
-from pairht_rollout.contract import PrefixResult
-from pairht_rollout.features import CONFIDENCE_FEATURES
+from pairht.rollout.contract import PrefixResult
+from pairht.rollout.features import CONFIDENCE_FEATURES
 
 
 def _prefix(confidence):

@@ -1,4 +1,4 @@
-"""Prefix heads and their IPW trainer (pairht_trl.heads)."""
+"""Prefix heads and their IPW trainer (pairht.torch.heads)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from pairht.calibration import fit_temperature, ipw_brier_loss, ipw_log_cost_loss
 from pairht.heads_fit import reliability_slope
-from pairht_trl.heads import HeadTrainer, PrefixHeads
+from pairht.torch.heads import HeadTrainer, PrefixHeads
 
 
 def _mlp(*args, **kwargs):
@@ -488,7 +488,7 @@ def _population_with_features(P=12, G=8, hidden=16, seed=11):
 def test_cross_fit_predictions_are_out_of_fold(kind):
     from pairht.audit.population import Population
     from pairht.heads_fit import group_folds
-    from pairht_trl.heads import cross_fit_heads
+    from pairht.torch.heads import cross_fit_heads
 
     pop, u, fin = _population_with_features()
     fit = cross_fit_heads(pop, u, finished=fin, folds=3, kind=kind)
@@ -507,7 +507,7 @@ def test_cross_fit_predictions_are_out_of_fold(kind):
 
 
 def test_cross_fit_constant_has_zero_skill_and_linear_finds_the_signal():
-    from pairht_trl.heads import cross_fit_heads, score_norm_proxy
+    from pairht.torch.heads import cross_fit_heads, score_norm_proxy
 
     pop, u, fin = _population_with_features(P=40, G=8)
     const = cross_fit_heads(pop, u, finished=fin, folds=4, kind="constant")
@@ -524,8 +524,8 @@ def test_cross_fit_constant_has_zero_skill_and_linear_finds_the_signal():
 def test_collect_population_marks_finished_prefixes_and_writes_m_hat(tmp_path):
     from pair_helpers import RecordingReward, make_trainer
 
-    from pairht_trl.audit_mode import collect_population
-    from pairht_trl.heads import score_norm_proxy
+    from pairht.torch.heads import score_norm_proxy
+    from pairht.trl.audit_mode import collect_population
 
     reward = RecordingReward()
     trainer = make_trainer(tmp_path, reward=reward, num_generations=4,

@@ -10,7 +10,7 @@ pytest.importorskip("trl")
 import torch
 from pair_helpers import make_trainer
 
-from pairht_trl.trainer import PAIR_STATE_FILE
+from pairht.trl.trainer import PAIR_STATE_FILE
 
 
 def test_the_prompt_history_is_checkpointed_and_restored_on_resume(tmp_path):

@@ -1,4 +1,4 @@
-"""``pairht_trl.timing``: the per-step wall-clock split (issue 15, deliverable 1).
+"""``pairht.trl.timing``: the per-step wall-clock split (issue 15, deliverable 1).
 
 A scripted clock makes every figure exact: the tests check that phases are exclusive (nested
 phases pause the outer one), that ``other`` is the remainder, and that :func:`instrument`
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pairht_trl.timing import PHASES, StepTimer, format_split, instrument
+from pairht.trl.timing import PHASES, StepTimer, format_split, instrument
 
 
 class ScriptedClock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pairht_demo import toy
+from pairht.demo import toy
 
 
 @pytest.fixture(scope="module")

@@ -147,7 +147,7 @@ def test_unselected_rows_contribute_nothing(tmp_path):
 @pytest.mark.parametrize("weighting,w_max", [("exact", None), ("clipped", 3.0), ("hajek", None)])
 def test_torch_advantages_equal_core_pair_advantages(weighting, w_max):
     from pairht.designs import make_design
-    from pairht_trl.advantages import design_edge_weights, pair_advantages_torch
+    from pairht.torch.advantages import design_edge_weights, pair_advantages_torch
 
     rng = np.random.default_rng(0)
     for g in (2, 3, 7):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from pair_helpers import make_trainer, scored_batch
 
-from pairht_trl.config import RewardFailureWarning, RewardFunctionError
-from pairht_trl.trainer import PAIR_STATE_FILE
+from pairht.trl.config import RewardFailureWarning, RewardFunctionError
+from pairht.trl.trainer import PAIR_STATE_FILE
 
 
 def _train(tmp_path, **overrides):
@@ -113,7 +113,7 @@ def test_the_failing_prompt_is_the_one_whose_completion_raised(tmp_path):
 
 
 def test_the_guard_names_the_completion_without_a_batch_map_and_a_batch_only_failure():
-    from pairht_trl.trainer import _GuardedReward
+    from pairht.trl.trainer import _GuardedReward
 
     def batch_shy(prompts, completions, completion_ids, **kwargs):
         if len(prompts) > 1:  # fails only on a batch: every completion scores alone

@@ -1,4 +1,4 @@
-"""A PAIR training run on the toy task (pairht_demo.toy): the realised suffix tokens are about
+"""A PAIR training run on the toy task (pairht.demo.toy): the realised suffix tokens are about
 ``budget_ratio`` of what full groups would have cost, and (long form) reward improves.
 
 Short form (``PAIRHT_E2E_SHORT=1``, CI): 200 warm-up steps and 12 PAIR steps; it checks the
@@ -15,7 +15,7 @@ import os
 import numpy as np
 import pytest
 
-from pairht_trl import PairGRPOConfig, PairGRPOTrainer, toy
+from pairht.trl import PairGRPOConfig, PairGRPOTrainer, toy
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""pairht_vllm against a FAKE ``vllm`` module (no GPU here): request construction and bookkeeping.
+"""pairht.vllm against a FAKE ``vllm`` module (no GPU here): request construction and bookkeeping.
 
 The fake engine is a deterministic "language model": each base prompt has a scripted response,
 and a request whose prompt is ``base + r[:k]`` continues the script from ``k`` (so resuming
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import torch
 
-from pairht_demo import toy
-from pairht_rollout.features import confidence_features
-from pairht_rollout.transformers_backend import snap_cut, trim_after_eos
+from pairht.demo import toy
+from pairht.rollout.features import confidence_features
+from pairht.rollout.transformers_backend import snap_cut, trim_after_eos
 
 EOS, NL, PAD = 1, 3, 0  # the toy vocabulary's <eos>, "\n" and <pad>
 W = 20  # a word id (any non-delimiter)
@@ -140,7 +140,7 @@ def model():
 
 
 def _backend(engine, mode="colocate", **kw):
-    from pairht_vllm import VLLMTwoPhase
+    from pairht.vllm import VLLMTwoPhase
 
     args = dict(mode=mode, tau=TAU, snap_window=WINDOW, feature_window=4, eos_token_ids=[EOS],
                 pad_token_id=PAD, snap_token_ids=[NL], max_completion_length=MAX_LEN)
@@ -162,24 +162,24 @@ EXPECTED_DONE = [False, True, False, False, False]
 
 def test_import_without_vllm_works_and_use_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` now raises ImportError
-    import pairht_vllm
+    import pairht.vllm
 
-    assert "VLLMTwoPhase" in dir(pairht_vllm)
+    assert "VLLMTwoPhase" in dir(pairht.vllm)
     with pytest.raises(ImportError, match=r"pip install 'pairht\[vllm\]'"):
-        pairht_vllm.VLLMTwoPhase(FakeLLM(), tau=2, eos_token_ids=[1], pad_token_id=0,
+        pairht.vllm.VLLMTwoPhase(FakeLLM(), tau=2, eos_token_ids=[1], pad_token_id=0,
                                  max_completion_length=8)
     with pytest.raises(ImportError, match=r"pip install 'pairht\[vllm\]'"):
-        pairht_vllm.require_vllm()
+        pairht.vllm.require_vllm()
 
 
 def test_importing_the_package_imports_neither_vllm_nor_torch():
-    code = ("import sys, pairht_vllm; pairht_vllm.SUPPORTED_VLLM; "
+    code = ("import sys, pairht.vllm; pairht.vllm.SUPPORTED_VLLM; "
             "assert 'vllm' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_version_outside_supported_range_warns(fake_vllm):
-    from pairht_vllm import require_vllm
+    from pairht.vllm import require_vllm
 
     fake_vllm.__version__ = "0.40.1"
     with pytest.warns(UserWarning, match=r"vllm>=0.31,<0.32; found vllm 0.40.1"):
@@ -191,14 +191,14 @@ def test_version_outside_supported_range_warns(fake_vllm):
 
 
 def test_supported_range_is_stated_once_and_the_extra_reads_it():
-    """pyproject's `vllm` extra pins vllm to pairht_vllm.SUPPORTED_VLLM, the guard's one constant,
+    """pyproject's `vllm` extra pins vllm to pairht.vllm.SUPPORTED_VLLM, the guard's one constant,
     and docs/vllm.md quotes it."""
     from pathlib import Path
 
     import tomllib
 
-    from pairht_vllm import SUPPORTED_VLLM
-    from pairht_vllm._guard import _HIGH, _LOW
+    from pairht.vllm import SUPPORTED_VLLM
+    from pairht.vllm._guard import _HIGH, _LOW
 
     root = Path(__file__).resolve().parents[2]
     extra = tomllib.loads((root / "pyproject.toml").read_text())["project"][
@@ -359,7 +359,7 @@ def test_server_mode_refuses_seeds(fake_vllm):
 
 
 def test_from_trl_takes_engine_sampling_and_sync(fake_vllm, model):
-    from pairht_vllm import VLLMTwoPhase
+    from pairht.vllm import VLLMTwoPhase
 
     synced = []
     llm = FakeLLM()
@@ -421,10 +421,10 @@ def test_backend_drives_pair_grpo_trainer(monkeypatch, tmp_path):
     """PairGRPOTrainer with the vLLM backend (fake engine sampling from the policy itself): one
     step; phase 2 resumes exactly the rows the logged design selected, from prompt + prefix."""
     # trl probes for vllm when first imported; import it before the fake module is installed
-    from pairht_trl import PairGRPOConfig, PairGRPOTrainer
+    from pairht.trl import PairGRPOConfig, PairGRPOTrainer
 
     _install_fake_vllm(monkeypatch)
-    from pairht_vllm import VLLMTwoPhase
+    from pairht.vllm import VLLMTwoPhase
 
     torch.manual_seed(0)
     tok = toy.make_tokenizer()
@@ -503,8 +503,8 @@ def test_server_mode_with_two_processes_sends_one_call_and_returns_each_its_rows
 
 def test_trainer_selects_the_vllm_backend_when_use_vllm_is_set(fake_vllm, model):
     """``PairGRPOConfig(use_vllm=True)`` makes the trainer drive TRL's vLLM engine in two phases."""
-    from pairht_trl.trainer import PairGRPOTrainer
-    from pairht_vllm import VLLMTwoPhase
+    from pairht.trl.trainer import PairGRPOTrainer
+    from pairht.vllm import VLLMTwoPhase
 
     llm = FakeLLM()
     gen = types.SimpleNamespace(
@@ -514,7 +514,7 @@ def test_trainer_selects_the_vllm_backend_when_use_vllm_is_set(fake_vllm, model)
     )
     tok = types.SimpleNamespace(pad_token_id=PAD)
     # the snap tokens come from the tokenizer; this stands in for its vocabulary scan
-    import pairht_rollout.transformers_backend as generation
+    import pairht.rollout.transformers_backend as generation
 
     stub = types.SimpleNamespace(
         pair_args=types.SimpleNamespace(tau=TAU, snap_window=WINDOW, head_feature_window=4),
@@ -533,7 +533,7 @@ def test_trainer_selects_the_vllm_backend_when_use_vllm_is_set(fake_vllm, model)
 
 
 def test_config_accepts_vllm_only_without_importance_correction():
-    from pairht_trl import PairGRPOConfig
+    from pairht.trl import PairGRPOConfig
 
     base = dict(output_dir="/tmp/pairht-cfg", per_device_train_batch_size=4, num_generations=4,
                 max_completion_length=32, tau=4, report_to=[], use_cpu=True)
@@ -567,7 +567,7 @@ def test_gpu_recipe_config_is_valid_against_the_api(tmp_path, mode):
 def test_use_vllm_without_vllm_is_refused_with_the_install_line(monkeypatch, tmp_path):
     """PairGRPOTrainer(use_vllm=True) where vLLM is missing: an ImportError naming both installs,
     before TRL tries to build an engine."""
-    from pairht_trl import PairGRPOConfig, PairGRPOTrainer
+    from pairht.trl import PairGRPOConfig, PairGRPOTrainer
 
     monkeypatch.setitem(sys.modules, "vllm", None)
     cfg = PairGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4,
@@ -582,7 +582,7 @@ def test_use_vllm_without_vllm_is_refused_with_the_install_line(monkeypatch, tmp
 def test_importance_sampling_correction_with_vllm_is_refused_naming_the_rule(tmp_path):
     """Exact mode with vLLM: TRL's importance-sampling correction multiplies each token's loss
     by a clipped ratio pi/q, which is not the pair-HT update (see docs/vllm.md); refused."""
-    from pairht_trl import PairGRPOConfig
+    from pairht.trl import PairGRPOConfig
 
     with pytest.raises(ValueError, match="vllm_importance_sampling_correction=False"):
         PairGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4,

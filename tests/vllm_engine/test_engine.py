@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from pairht_rollout.sync_check import logprob_tolerance, policy_token_logprobs
-from pairht_rollout.transformers_backend import TransformersTwoPhase
+from pairht.rollout.sync_check import logprob_tolerance, policy_token_logprobs
+from pairht.rollout.transformers_backend import TransformersTwoPhase
 
 TAU, WINDOW, MAX_LEN, NL, BLOCK = 6, 5, 24, 3, 32
 
@@ -36,7 +36,7 @@ def _common(tokenizer, **kw):
 
 
 def _vllm(engine, tokenizer, **kw):
-    from pairht_vllm import VLLMTwoPhase
+    from pairht.vllm import VLLMTwoPhase
 
     return VLLMTwoPhase(engine, **_common(tokenizer, **kw))
 

@@ -25,7 +25,7 @@ from pair_helpers import (
 )
 
 import pairht
-from pairht_rollout.sync_check import logprob_tolerance
+from pairht.rollout.sync_check import logprob_tolerance
 
 N_PROMPTS, G, MAX_LEN = 3, 6, 12
 RTOL = 1e-9  # float64 sums of a few hundred terms (as tests/trl/test_trainer_exact.py)
@@ -36,8 +36,8 @@ def trainer(checkpoint, tokenizer, tmp_path_factory):
     import trl.generation.vllm_generation as trl_vllm
     from transformers import AutoModelForCausalLM
 
-    from pairht_demo import toy
-    from pairht_trl import PairGRPOTrainer
+    from pairht.demo import toy
+    from pairht.trl import PairGRPOTrainer
 
     policy = AutoModelForCausalLM.from_pretrained(checkpoint).double()
     args = make_config(
@@ -85,7 +85,7 @@ def _assert_update_is_pair_ht(trainer, out) -> None:
 
 
 def test_trainer_drives_trl_engine_in_two_phases(trainer):
-    from pairht_vllm import VLLMTwoPhase
+    from pairht.vllm import VLLMTwoPhase
 
     backend = trainer.generation_backend
     assert isinstance(backend, VLLMTwoPhase) and backend.mode == "colocate"

@@ -14,7 +14,7 @@ exact integer solvers are ours. The group sizes ``n_b`` solve
 with the per-prompt gradient variance shape ``f`` of the estimator:
 
 * ``"rloo"`` (default): ``f(n) = 1/(n-1)`` (RLOO: ``Var = 4 sigma^2 p(1-p)/(n-1)``). It is the
-  shape of the estimator ``pairht_trl`` trains with: on ``n`` completed candidates drawn
+  shape of the estimator ``pairht.trl`` trains with: on ``n`` completed candidates drawn
   uniformly, the pair-HT gradient is ``(1/(n-1)) sum_i (r_i - rbar) s_i``, RLOO's, and the
   trainer's default ``loss_type="dr_grpo"`` divides it by a constant;
 * ``"dr_grpo"``: ``f(n) = (n-1)/n^2`` (Dr. GRPO: ``Var = 4 sigma^2 p(1-p)(n-1)/n^2``);

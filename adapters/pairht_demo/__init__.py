@@ -1,6 +1,0 @@
-"""pairht_demo: the built-in verifiable toy task and the PAIR-vs-GRPO demo (``pairht demo``).
-
-Kept out of :mod:`pairht_trl` so that the trainer package holds only the trainer, its config,
-heads and audit mode. :mod:`pairht_demo.toy` builds a tiny Llama and tokenizer locally (no hub);
-:mod:`pairht_demo.demo` trains it with TRL's ``GRPOTrainer`` and ``PairGRPOTrainer``.
-"""

