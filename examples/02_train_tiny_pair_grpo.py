@@ -20,7 +20,8 @@ import tempfile
 import numpy as np
 import torch
 
-from pairht.trl import PairGRPOConfig, PairGRPOTrainer, toy
+from pairht.demo import toy
+from pairht.trl import PairGRPOConfig, PairGRPOTrainer
 
 torch.set_num_threads(1)  # tiny matmuls: one thread is fastest and steady on a busy machine
 SEED, STEPS, G = 0, 20, 8

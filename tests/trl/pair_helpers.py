@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pairht.trl import PairGRPOConfig, PairGRPOTrainer, toy
+from pairht.demo import toy
+from pairht.trl import PairGRPOConfig, PairGRPOTrainer
 
 TINY = toy.ToyModelConfig(hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64)
 

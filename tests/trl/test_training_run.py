@@ -15,7 +15,8 @@ import os
 import numpy as np
 import pytest
 
-from pairht.trl import PairGRPOConfig, PairGRPOTrainer, toy
+from pairht.demo import toy
+from pairht.trl import PairGRPOConfig, PairGRPOTrainer
 
 
 @pytest.mark.slow

@@ -53,8 +53,7 @@ from pairht.rollout.snapping import (
     trim_after_eos,
 )
 
-# The contract's names are re-exported here: this module was pairht.trl.generation, where users
-# imported them from (pairht.trl.generation is a deprecated alias of this module).
+# The contract's names are re-exported here, so that a user of this backend needs one import.
 __all__ = [
     "SENTENCE_DELIMITERS",
     "PrefixResult",
