@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from pairht.comparators import COMPARATORS
 from pairht.demo import demo, toy
@@ -196,7 +197,11 @@ def _check_arms(arms: Sequence[str]) -> list[str]:
 
 def _bootstrap(values: np.ndarray, n: int, seed: int) -> tuple[float, float]:
     """Percentile 95% interval of the mean over the leading two axes (seeds, prompts),
-    resampling seeds and, within each, prompts (paired: the same indices for every arm)."""
+    resampling seeds and, within each, prompts (paired: the same indices for every arm).
+
+    Hand-written because the resampling is two-level (prompts nested in seeds), which
+    :func:`scipy.stats.bootstrap` does not do: it resamples the observations of one axis.
+    """
     gen = np.random.default_rng(seed)
     s, m = values.shape
     means = np.empty(n)
@@ -226,7 +231,9 @@ def _seed_interval(values: Sequence[float] | np.ndarray, n: int, seed: int
     v = np.asarray(values, dtype=np.float64)
     if v.size < 2:
         return math.nan, math.nan
-    return _bootstrap(v[:, None], n, seed)
+    res = stats.bootstrap((v,), np.mean, n_resamples=n, method="percentile",
+                          rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def _at_tokens(xs: Sequence[float], ys: Sequence[float], tokens: float) -> float:
