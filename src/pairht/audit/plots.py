@@ -70,25 +70,56 @@ def bias_mse(result: AuditResult, path: str | os.PathLike[str]) -> str:
     return os.fspath(path)
 
 
+#: Legend entries per panel of :func:`mse_tokens` at most: past it a panel is split.
+MAX_LEGEND = 10
+
+
 def mse_tokens(curve: list[dict[str, Any]], path: str | os.PathLike[str]) -> str:
-    """MSE against realised relative suffix tokens, one line per design across budgets."""
+    """MSE against realised relative suffix tokens across budgets, one panel per row group
+    (``pairht.audit.rows.ROWS[key].group``: baselines, the paper's rows, PAIR's variants, ...;
+    a group of more than :data:`MAX_LEGEND` rows is split), the baselines drawn in grey in
+    every other panel for reference, so that no legend holds more than a few lines."""
+    from pairht.audit.rows import ROWS
+
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 5.5))
     keys = list(dict.fromkeys(rec["key"] for rec in curve))
-    for k, key in enumerate(keys):
+    lines: dict[str, list[dict[str, Any]]] = {}
+    for key in keys:
         recs = [r for r in curve if r["key"] == key and r["status"] == "ok"
                 and math.isfinite(r["mse"]) and r["mse"] > 0]
-        if not recs:
-            continue
-        recs.sort(key=lambda r: r["tokens"])
-        ax.plot([r["tokens"] for r in recs], [r["mse"] for r in recs],
-                label=recs[0]["label"], **_style(k))
-    ax.set_xlabel("relative suffix tokens  E[Σ J_i C_i] / Σ C_i")
-    ax.set_ylabel("trace MSE")
-    ax.set_yscale("log")
+        if recs:
+            lines[key] = sorted(recs, key=lambda r: r["tokens"])
+    groups: dict[str, list[str]] = {}
+    for key in lines:
+        groups.setdefault(ROWS[key].group if key in ROWS else "other", []).append(key)
+    panels = [(g, ks[i:i + MAX_LEGEND]) for g, ks in groups.items()
+              for i in range(0, len(ks), MAX_LEGEND)] or [("none", [])]
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.0 * ncols, 4.6 * nrows), squeeze=False,
+                             sharex=True, sharey=True)
+    baselines = groups.get("baseline", [])
+    for ax, (group, ks) in zip(axes.flat, panels):
+        if group != "baseline":
+            for key in baselines:
+                recs = lines[key]
+                ax.plot([r["tokens"] for r in recs], [r["mse"] for r in recs], color="0.75",
+                        lw=1, zorder=1)
+        for k, key in enumerate(ks):
+            recs = lines[key]
+            ax.plot([r["tokens"] for r in recs], [r["mse"] for r in recs],
+                    label=recs[0]["label"], zorder=2, **_style(k))
+        ax.set_yscale("log")
+        ax.set_title(f"{group} rows" + ("" if group == "baseline" or not baselines
+                                         else " (grey: baselines)"), fontsize=10)
+        ax.set_xlabel("relative suffix tokens  E[Σ J_i C_i] / Σ C_i")
+        ax.set_ylabel("trace MSE")
+        if ks:
+            ax.legend(fontsize=7, loc="best")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
     budgets = sorted({r["budget"] for r in curve})
-    ax.set_title(f"MSE vs suffix cost (budgets {', '.join(f'{b:g}' for b in budgets)})")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(f"MSE vs suffix cost (budgets {', '.join(f'{b:g}' for b in budgets)})")
     fig.tight_layout()
     fig.savefig(os.fspath(path), dpi=120)
     plt.close(fig)
