@@ -627,7 +627,11 @@ def _plot(runs: Sequence[ArmRun], arms: Sequence[str], out: Path) -> list[Path]:
             # curve interpolated between its evaluations), and the seeds' range as a band.
             grid = np.linspace(0.0, min(float(x[-1]) for x, _ in curves), 60)
             ys = np.stack([np.interp(grid, x, y) for x, y in curves])
-            ax.plot(grid, ys.mean(axis=0), color=color, lw=2, label=a)
+            # a dash and a marker per arm as well as a colour: arms that end close together
+            # (most of them, at equal tokens) stay distinguishable where their lines overlap
+            ax.plot(grid, ys.mean(axis=0), color=color, lw=1.6, label=a,
+                    linestyle=("-", "--", "-.", ":")[i % 4], marker="osD^v<>ph*"[i % 10],
+                    markevery=(i % 6, 6), markersize=4)
             if len(curves) > 1:
                 ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), color=color, alpha=0.12,
                                 lw=0)
