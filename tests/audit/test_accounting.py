@@ -224,3 +224,41 @@ def test_the_budget_scale_solver_hits_the_target(cost):
     assert s == pytest.approx(0.37, abs=1e-6)
     assert solve_scale(cost, cost(0.01), 0.08, 1.0) == 0.08  # unreachable: nearer end
     assert solve_scale(cost, cost(1.0) + 1.0, 0.08, 1.0) == 1.0
+
+
+def _illinois(cost, target, lo, hi):
+    """The hand-written Illinois false-position solver scipy's brentq replaced (reference)."""
+    f_lo, f_hi = cost(lo) - target, cost(hi) - target
+    if f_lo >= 0.0 or f_hi <= 0.0:
+        return lo if abs(f_lo) <= abs(f_hi) else hi
+    side, best, best_gap = 0, lo, abs(f_lo)
+    for _ in range(100):
+        mid = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+        if not lo < mid < hi:
+            mid = 0.5 * (lo + hi)
+        f_mid = cost(mid) - target
+        if abs(f_mid) < best_gap:
+            best, best_gap = mid, abs(f_mid)
+        if best_gap <= 1e-12 * abs(target) or hi - lo <= 1e-15:
+            break
+        if f_mid > 0.0:
+            hi, f_hi = mid, f_mid
+            f_lo, side = (0.5 * f_lo if side == -1 else f_lo), -1
+        else:
+            lo, f_lo = mid, f_mid
+            f_hi, side = (0.5 * f_hi if side == 1 else f_hi), 1
+    return best
+
+
+@pytest.mark.parametrize("cost", [lambda s: 3.0 * s, lambda s: s**3 + 0.1 * s,
+                                  lambda s: np.floor(1e6 * s) / 1e6 + s,
+                                  lambda s: np.sqrt(s) + np.exp(3 * s)])
+@pytest.mark.parametrize("at", [0.1, 0.37, 0.5, 0.9])
+def test_brentq_gives_the_hand_written_solvers_scale(cost, at):
+    # Both stop within a few ulps of the root (old: |cost - target| <= 1e-12 target; brentq:
+    # a bracket of 4 eps relative); the costs' slopes are >= 0.1, so the scales agree to 1e-13.
+    from pairht.audit.allocations import solve_scale
+
+    got = solve_scale(cost, cost(at), 0.08, 1.0)
+    assert abs(got - _illinois(cost, cost(at), 0.08, 1.0)) <= 1e-13
+    assert abs(cost(got) - cost(at)) <= 1e-12 * cost(at)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import math
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pairht.audit import AuditConfig, compare_to_baselines, run_audit, synthetic_population
+from pairht.audit.summary import ratio_interval
 from pairht.cli import app
 
 ROWS = ["uniform_ht", "srswor", "pointwise_ht", "grpo_small", "pair", "pair_cps"]
@@ -103,3 +105,31 @@ def test_imports_run_one_way_rows_never_import_the_evaluators():
     assert "pairht.audit.rows" not in _imports(audit / "exact.py")
     assert "pairht.audit.rows" not in _imports(audit / "montecarlo.py")
     assert "importlib" not in rows  # no name resolution at run time (the old need())
+
+
+def _hand_written_ratio_interval(x, ref, n_boot=2000, level=0.95, seed=0):
+    """The percentile bootstrap as it was written by hand before scipy's (the reference)."""
+    ratio = float(x.mean() / ref.mean()) if ref.mean() > 0 else math.nan
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 2000]))
+    idx = rng.integers(0, x.shape[0], size=(n_boot, x.shape[0]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = x[idx].mean(axis=1) / ref[idx].mean(axis=1)
+    if not np.isfinite(ratio) or not np.isfinite(boot).any():
+        return ratio, math.nan, math.nan
+    lo, hi = np.nanquantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return ratio, float(lo), float(hi)
+
+
+@pytest.mark.parametrize("prompts", [1, 2, 3, 7, 48])
+@pytest.mark.parametrize("level", [0.9, 0.95])
+def test_scipy_bootstrap_gives_the_hand_written_interval(prompts, level):
+    # scipy.stats.bootstrap (paired, percentile) draws the same rng.integers(0, P, (B, P))
+    # indices from the same generator, so the interval is the same to the last bit; zeros in
+    # the reference make some resample ratios infinite or NaN, handled the same way.
+    rng = np.random.default_rng(prompts)
+    x, ref = rng.exponential(size=prompts), rng.exponential(size=prompts)
+    if prompts == 7:
+        ref[:5] = 0.0
+    got = ratio_interval(x, ref, level=level, seed=prompts)
+    want = _hand_written_ratio_interval(x, ref, level=level, seed=prompts)
+    np.testing.assert_array_equal(got, want)

@@ -67,7 +67,7 @@ def test_printed_verdict_names_tokens_and_seconds_to_grpo_final_reward():
     assert "GRPO: 10 steps, 1,000 tokens, 10.0 s, final held-out reward 0.750" in flat
     assert "PAIR: 10 steps, 600 tokens, 6.0 s, final held-out reward 0.800" in flat
     assert ("PAIR first reached GRPO's final held-out reward (0.750) at step 10: 600 tokens "
-            "(0.60x GRPO's) and 6.0 s (0.60x GRPO's)") in flat
+            "(0.60x GRPO's) and 6.0 s (0.60x GRPO's)") in flat  # no eval count: no verdict
     # the split: GRPO's step 1.0 s, PAIR's 0.6 s
     assert "PAIR's step took 600 ms against GRPO's 1000 ms (0.60x) for 0.60x" in flat
     lines = text.splitlines()
@@ -79,6 +79,39 @@ def test_printed_verdict_names_tokens_and_seconds_to_grpo_final_reward():
     # generation 0.3 s vs 0.5 s (0.60x) at 0.60x the tokens; update 0.50x
     assert "its generation time fell with its tokens" in flat
     assert "does not shrink" not in flat
+
+
+def _verdict(pair_final: float, n: int = 512) -> str:
+    g = _record("grpo", [(0, 0, 0.7), (40, 1000, 0.9)], [0.0, 10.0])
+    p = _record("pair", [(0, 0, 0.7), (45, 630, pair_final), (72, 1000, pair_final)],
+                [0.0, 7.5, 12.0])
+    return " ".join(" ".join(demo.verdict(g, p, n)).split())
+
+
+def test_verdict_says_reached_only_outside_one_standard_error_of_the_difference():
+    # difference of two evaluations of 512 completions near 0.9: sqrt(0.09/512 * 2) = 0.0188
+    se = math.hypot(math.sqrt(0.9 * 0.1 / 512), math.sqrt(0.93 * 0.07 / 512))
+    above = _verdict(0.93)  # +0.030, 1.7 SE: reached, at the first crossing (step 45)
+    assert f"+0.030 +/- {se:.3f}" in above and "+1.7 SE" in above
+    assert ("PAIR reached GRPO's final held-out reward (0.900) at step 45: 630 tokens (0.63x "
+            "GRPO's) and 7.5 s (0.75x GRPO's)") in above
+    level = _verdict(0.91)  # +0.010: within one SE
+    assert "end level within one standard error" in level
+    assert "at step 45" in level and "within evaluation noise, not a measured gain" in level
+    assert "PAIR reached" not in level
+    below = _verdict(0.87)  # -0.030
+    assert "ended below GRPO's final held-out reward by more than one standard error" in below
+    # the same +0.030 from evaluations of 64 completions is within noise (SE about 0.05)
+    assert "end level within one standard error" in _verdict(0.93, n=64)
+
+
+def test_eval_standard_error_is_the_binomial_one_and_names_bad_input():
+    assert demo.eval_standard_error(0.9, 512) == pytest.approx(math.sqrt(0.09 / 512), rel=1e-15)
+    assert demo.eval_standard_error(1.0, 8) == 0.0
+    with pytest.raises(ValueError, match=r"n must be an int >= 1.*got 0"):
+        demo.eval_standard_error(0.5, 0)
+    with pytest.raises(ValueError, match=r"rate must be a success rate in \[0, 1\]; got 1.5"):
+        demo.eval_standard_error(1.5, 10)
 
 
 def test_explanation_names_latency_bound_decoding_and_the_full_update_when_measured():

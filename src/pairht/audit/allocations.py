@@ -9,9 +9,8 @@ c_hat_qi`` is spent on the unfinished ones only.
 :func:`matched_pi` solves, for each rule, the budget scale ``s`` at which the expected
 *realised* suffix tokens ``sum_q sum_i pi_qi(s) C_qi`` (finished: ``C = 0``) equal
 ``budget_ratio * sum_q sum_{i unfinished} C_qi``: **bisection on the budget** (one scalar
-``s`` for all prompts, as a user sets one budget ratio; :func:`solve_scale`, bisection
-accelerated by false-position steps on ``[pi_min, 1]``, to 1e-12 relative whenever the target
-is reachable). Uniform
+``s`` for all prompts, as a user sets one budget ratio; :func:`solve_scale`, Brent's method
+on ``[pi_min, 1]``, to 1e-12 relative whenever the target is reachable). Uniform
 rules hit it at ``s = budget_ratio`` exactly (their realised cost is ``s`` times the full
 cost whatever the predictions).
 
@@ -27,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy import optimize
 
 from pairht.audit.base import AuditConfig, RowUnavailable, finished_mask, suffix_costs
 from pairht.audit.population import Population
@@ -35,45 +35,31 @@ from pairht.step.pair_program import PROXIES as STEP_PROXIES
 
 #: Edge proxies a ``pair`` row can name (the step's, less a user-given energy matrix).
 PROXIES = tuple(k for k in STEP_PROXIES if k != "energy")
+#: Iterations of the budget-scale root finder.
 _MAX_STEPS = 100
-#: Relative accuracy of the matched realised cost.
-_COST_RTOL = 1e-12
 
 
 def solve_scale(cost: Any, target: float, lo: float, hi: float) -> float:
     r"""The budget scale ``s`` in ``[lo, hi]`` with ``cost(s) = target`` (``cost`` increasing).
 
-    Bracketing: bisection accelerated by false-position steps (the Illinois rule halves the
-    weight of an end point kept twice, so the bracket always shrinks on both sides). The
+    Brent's bracketing method (:func:`scipy.optimize.brentq`) to the last bits of ``s``: the
     expected realised cost is close to linear in the budget, so a few evaluations reach
-    ``|cost(s) - target| <= 1e-12 target``; at most 100 steps. A target outside
+    ``|cost(s) - target| <= 1e-12 target``; at most 100 iterations. A target outside
     ``[cost(lo), cost(hi)]`` returns the nearer end.
+
+    Examples
+    --------
+    >>> round(solve_scale(lambda s: 3.0 * s, 1.2, 0.08, 1.0), 12)
+    0.4
     """
     f_lo, f_hi = cost(lo) - target, cost(hi) - target
     if f_lo >= 0.0 or f_hi <= 0.0:
         return lo if abs(f_lo) <= abs(f_hi) else hi
-    side = 0
-    best, best_gap = lo, abs(f_lo)
-    for _ in range(_MAX_STEPS):
-        mid = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-        if not lo < mid < hi:
-            mid = 0.5 * (lo + hi)
-        f_mid = cost(mid) - target
-        if abs(f_mid) < best_gap:
-            best, best_gap = mid, abs(f_mid)
-        if best_gap <= _COST_RTOL * abs(target) or hi - lo <= 1e-15:
-            break
-        if f_mid > 0.0:
-            hi, f_hi = mid, f_mid
-            if side == -1:
-                f_lo *= 0.5
-            side = -1
-        else:
-            lo, f_lo = mid, f_mid
-            if side == 1:
-                f_hi *= 0.5
-            side = 1
-    return best
+    # xtol ~0 and scipy's smallest rtol (4 eps): stop only when the bracket is a few ulps wide,
+    # so a cost with steps in s ends at its jump; disp=False: no error after _MAX_STEPS.
+    s = optimize.brentq(lambda v: cost(v) - target, lo, hi, xtol=1e-300,
+                        rtol=4 * np.finfo(float).eps, maxiter=_MAX_STEPS, disp=False)
+    return float(s)
 
 
 def step_inputs(pop: Population, scale: float) -> StepInputs:

@@ -6,20 +6,22 @@ same expected realised suffix tokens (GRPO: the same total generated tokens). Th
 baseline is the one with the lowest exact MSE (mean over prompts) on the whole population;
 it is chosen once and kept fixed in the bootstrap.
 
-The interval is a percentile bootstrap over prompts: ``B`` resamples of the ``P`` prompts
-with replacement (seeded), the ratio of mean exact MSEs ``mean_q MSE_row / mean_q
-MSE_best`` on each, and the ``(1 - level)/2`` and ``(1 + level)/2`` quantiles. It measures
-how much the ratio depends on which prompts were drawn (the exact MSEs have no Monte Carlo
-noise).
+The interval is a percentile bootstrap over prompts (:func:`scipy.stats.bootstrap`, paired):
+``B`` resamples of the ``P`` prompts with replacement (seeded), the ratio of mean exact
+MSEs ``mean_q MSE_row / mean_q MSE_best`` on each, and the ``(1 - level)/2`` and
+``(1 + level)/2`` quantiles. It measures how much the ratio depends on which prompts were
+drawn (the exact MSEs have no Monte Carlo noise).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from pairht.audit.rows import ROWS
 
@@ -74,14 +76,29 @@ def ratio_interval(x: np.ndarray, ref: np.ndarray, *, n_boot: int = N_BOOT,
     (1.0, True)
     """
     ratio = float(x.mean() / ref.mean()) if ref.mean() > 0 else math.nan
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 2000]))
-    P = x.shape[0]
-    idx = rng.integers(0, P, size=(n_boot, P))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        boot = x[idx].mean(axis=1) / ref[idx].mean(axis=1)
-    if not np.isfinite(ratio) or not np.isfinite(boot).any():
+    if not np.isfinite(ratio):
         return ratio, math.nan, math.nan
-    lo, hi = np.nanquantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    if x.shape[0] == 1:  # every resample is the one prompt (scipy asks for two or more)
+        return ratio, ratio, ratio
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 2000]))
+
+    def mean_ratio(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(a.mean(axis=axis) / b.mean(axis=axis))
+
+    # paired: one index draw per resample for both arrays (rng.integers(0, P, (n_boot, P))).
+    # a NaN or infinite resample ratio is handled below
+    with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        boot = stats.bootstrap((x, ref), mean_ratio, paired=True, vectorized=True,
+                               n_resamples=n_boot, method="percentile", rng=rng,
+                               confidence_level=level).bootstrap_distribution
+    if not np.isfinite(boot).any():
+        return ratio, math.nan, math.nan
+    # A resample whose reference mean is 0 has no ratio; scipy's own quantile would turn the
+    # whole interval NaN (with a warning), so the quantiles are taken over the finite ones.
+    with np.errstate(invalid="ignore"):  # inf - inf between two infinite ratios: NaN
+        lo, hi = np.nanquantile(boot, [(1 - level) / 2, (1 + level) / 2])
     return ratio, float(lo), float(hi)
 
 

@@ -50,11 +50,13 @@ from pairht.demo import toy
 from pairht.demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, get_task
 
 __all__ = [
-    "TASK_DEFAULTS", "ComparisonResult", "MethodResult", "main", "reach", "run_comparison",
-    "single_blas_thread", "warm_kernels",
+    "EVAL_SAMPLES", "TASK_DEFAULTS", "ComparisonResult", "MethodResult", "eval_standard_error",
+    "main", "reach", "run_comparison", "single_blas_thread", "verdict", "warm_kernels",
 ]
 
 METHODS = ("grpo", "pair")
+#: Completions sampled per held-out prompt at each evaluation.
+EVAL_SAMPLES = 8
 
 
 @dataclass
@@ -263,7 +265,8 @@ def _make_callback(
         def _evaluate(self, model, step: int) -> None:
             t0, c0 = time.perf_counter(), time.process_time()
             r = toy.success_rate(
-                model, tokenizer, split="eval", samples_per_prompt=8, seed=eval_seed, task=task
+                model, tokenizer, split="eval", samples_per_prompt=EVAL_SAMPLES, seed=eval_seed,
+                task=task,
             )
             self.eval_seconds += time.perf_counter() - t0
             self.eval_cpu += time.process_time() - c0
@@ -468,6 +471,77 @@ def reach(record: MethodResult, target: float) -> tuple[int, int, float] | None:
     return None
 
 
+def eval_standard_error(rate: float, n: int) -> float:
+    r"""Standard error of one held-out evaluation: ``sqrt(rate (1 - rate) / n)``.
+
+    The binomial standard error of a success rate over ``n`` sampled completions, taken as
+    independent (completions of one prompt are correlated, so this is a lower bound on the
+    evaluation noise). The difference of two independent evaluations has standard error
+    ``sqrt(se_1^2 + se_2^2)``.
+
+    Examples
+    --------
+    >>> round(eval_standard_error(0.9, 512), 4)
+    0.0133
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an int >= 1 (evaluated completions); got {n!r}")
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"rate must be a success rate in [0, 1]; got {rate!r}")
+    return math.sqrt(rate * (1.0 - rate) / n)
+
+
+def verdict(grpo: MethodResult, pair: MethodResult, n_eval: int | None) -> list[str]:
+    """The demo's verdict, with its uncertainty: PAIR's final held-out reward against GRPO's
+    (difference and its evaluation standard error), and the tokens and seconds PAIR took to
+    first reach GRPO's final reward.
+
+    "Reached" is said only when PAIR's final reward is above GRPO's by more than one standard
+    error of the difference; within it the two end level and the crossing point is evaluation
+    noise (it is still printed, as such). ``n_eval``: completions per evaluation (``None``: no
+    standard error is known and the crossing point is printed without a verdict).
+    """
+    g, p = grpo, pair
+    lines = []
+    hit = reach(p, g.final_reward)
+    crossing = ""
+    if hit is not None:
+        step, tokens, seconds = hit
+        crossing = (f"at step {step}: {tokens:,} tokens ({tokens / g.generated_tokens:.2f}x "
+                    f"GRPO's) and {seconds:.1f} s ({seconds / g.seconds:.2f}x GRPO's)")
+    diff = p.final_reward - g.final_reward
+    if n_eval is None:
+        if hit is None:
+            lines.append(f"PAIR did not reach GRPO's final held-out reward "
+                         f"({g.final_reward:.3f}) at any evaluation "
+                         f"(best {max(c[2] for c in p.curve):.3f}).")
+        else:
+            lines.append(f"PAIR first reached GRPO's final held-out reward "
+                         f"({g.final_reward:.3f}) {crossing}.")
+        return lines
+    se = math.hypot(eval_standard_error(g.final_reward, n_eval),
+                    eval_standard_error(p.final_reward, n_eval))
+    z = diff / se if se > 0 else math.copysign(math.inf, diff) if diff else 0.0
+    lines.append(
+        f"Final held-out reward, PAIR - GRPO: {diff:+.3f} +/- {se:.3f} (one standard error of "
+        f"the difference of two evaluations of {n_eval} completions; {z:+.1f} SE)."
+    )
+    if diff > se and hit is not None:
+        lines.append(f"PAIR reached GRPO's final held-out reward ({g.final_reward:.3f}) "
+                     f"{crossing}, and ended above it by more than one standard error.")
+    elif diff < -se:
+        lines.append(f"PAIR ended below GRPO's final held-out reward by more than one "
+                     f"standard error: it did not reach it (best evaluation "
+                     f"{max(c[2] for c in p.curve):.3f}).")
+    else:
+        where = (f"its curve first crossed GRPO's final reward {crossing}, which is within "
+                 f"evaluation noise, not a measured gain" if hit is not None else
+                 f"it did not reach GRPO's final reward at any evaluation (best "
+                 f"{max(c[2] for c in p.curve):.3f}), also within evaluation noise")
+        lines.append(f"PAIR and GRPO end level within one standard error; {where}.")
+    return lines
+
+
 def run_comparison(
     steps: int | None = None,
     seed: int = 0,
@@ -640,8 +714,9 @@ def _run_comparison(
         budget_ratio=budget_ratio, learning_rate=learning_rate, warmup_steps=warmup_steps,
         warmup_seconds=warm_seconds, kernel_load_seconds=kernel_seconds, eval_every=eval_every,
         match_tokens=match_tokens,
-        eval=f"held-out success rate, {len(task.eval_items)} prompts x 8 completions sampled "
-             "at temperature 1",
+        eval=f"held-out success rate, {len(task.eval_items)} prompts x {EVAL_SAMPLES} "
+             "completions sampled at temperature 1",
+        eval_samples=len(task.eval_items) * EVAL_SAMPLES,
     )
     table_path = out / "table.txt"
     plot_path = out / "reward_vs_tokens.png" if plot else None
@@ -731,19 +806,7 @@ def _comparison_lines(result: ComparisonResult) -> list[str]:
         f"PAIR: {p.steps} steps, {p.generated_tokens:,} tokens, {p.seconds:.1f} s, final "
         f"held-out reward {p.final_reward:.3f}",
     ]
-    hit = reach(p, g.final_reward)
-    if hit is None:
-        lines.append(
-            f"PAIR did not reach GRPO's final held-out reward ({g.final_reward:.3f}) at any "
-            f"evaluation (best {max(c[2] for c in p.curve):.3f})."
-        )
-    else:
-        step, tokens, seconds = hit
-        lines.append(
-            f"PAIR first reached GRPO's final held-out reward ({g.final_reward:.3f}) at step "
-            f"{step}: {tokens:,} tokens ({tokens / g.generated_tokens:.2f}x GRPO's) and "
-            f"{seconds:.1f} s ({seconds / g.seconds:.2f}x GRPO's)."
-        )
+    lines += verdict(g, p, s.get("eval_samples"))
     if s.get("task"):  # benchmarks/demo_population.py audits every registered task
         lines.append(
             "Do the prefixes pay on this task at all? The exact audit of its own population "

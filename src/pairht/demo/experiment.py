@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from pairht.comparators import COMPARATORS
 from pairht.demo import demo, toy
@@ -196,7 +197,11 @@ def _check_arms(arms: Sequence[str]) -> list[str]:
 
 def _bootstrap(values: np.ndarray, n: int, seed: int) -> tuple[float, float]:
     """Percentile 95% interval of the mean over the leading two axes (seeds, prompts),
-    resampling seeds and, within each, prompts (paired: the same indices for every arm)."""
+    resampling seeds and, within each, prompts (paired: the same indices for every arm).
+
+    Hand-written because the resampling is two-level (prompts nested in seeds), which
+    :func:`scipy.stats.bootstrap` does not do: it resamples the observations of one axis.
+    """
     gen = np.random.default_rng(seed)
     s, m = values.shape
     means = np.empty(n)
@@ -226,7 +231,9 @@ def _seed_interval(values: Sequence[float] | np.ndarray, n: int, seed: int
     v = np.asarray(values, dtype=np.float64)
     if v.size < 2:
         return math.nan, math.nan
-    return _bootstrap(v[:, None], n, seed)
+    res = stats.bootstrap((v,), np.mean, n_resamples=n, method="percentile",
+                          rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def _at_tokens(xs: Sequence[float], ys: Sequence[float], tokens: float) -> float:
@@ -620,7 +627,11 @@ def _plot(runs: Sequence[ArmRun], arms: Sequence[str], out: Path) -> list[Path]:
             # curve interpolated between its evaluations), and the seeds' range as a band.
             grid = np.linspace(0.0, min(float(x[-1]) for x, _ in curves), 60)
             ys = np.stack([np.interp(grid, x, y) for x, y in curves])
-            ax.plot(grid, ys.mean(axis=0), color=color, lw=2, label=a)
+            # a dash and a marker per arm as well as a colour: arms that end close together
+            # (most of them, at equal tokens) stay distinguishable where their lines overlap
+            ax.plot(grid, ys.mean(axis=0), color=color, lw=1.6, label=a,
+                    linestyle=("-", "--", "-.", ":")[i % 4], marker="osD^v<>ph*"[i % 10],
+                    markevery=(i % 6, 6), markersize=4)
             if len(curves) > 1:
                 ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), color=color, alpha=0.12,
                                 lw=0)

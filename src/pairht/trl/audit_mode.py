@@ -259,6 +259,8 @@ class AuditCallback(TrainerCallback):
         nothing. Default False: the callback only reports. ``G'`` is clipped to
         ``[2, num_generations]``.
 
+    Notes
+    -----
     Pass it in ``callbacks=[...]`` of :class:`~pairht.trl.PairGRPOTrainer`, which binds itself.
     """
 
