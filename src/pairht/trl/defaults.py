@@ -112,7 +112,7 @@ def _model_name(model: Any) -> str:
     return str(name).split("/")[-1]
 
 
-def _device_defaults() -> dict[str, Any]:
+def device_defaults() -> dict[str, Any]:
     """TRL's defaults train in bf16 on a GPU and are refused where there is none; without a
     GPU, ``args=None`` trains on the CPU in float32 instead (``use_cpu=True, bf16=False``)."""
     import torch
@@ -161,7 +161,7 @@ def as_pair_config(args: Any, model: Any) -> PairGRPOConfig:
     if isinstance(args, PairGRPOConfig):
         return args
     if args is None:
-        return PairGRPOConfig(output_dir=f"{_model_name(model)}-GRPO", **_device_defaults())
+        return PairGRPOConfig(output_dir=f"{_model_name(model)}-GRPO", **device_defaults())
     if not isinstance(args, GRPOConfig):
         raise ValueError(
             f"args must be None, a trl.GRPOConfig or a PairGRPOConfig (PAIR's knobs live "
