@@ -539,51 +539,133 @@ def audit_demo(
         raise _fail(exc) from None
 
 
-#: Commands whose arguments (``--help`` included) all pass through to the demo package.
-_PASS_THROUGH: dict[str, Any] = {
-    "context_settings": {"allow_extra_args": True, "ignore_unknown_options": True,
-                         "help_option_names": []},
-    "add_help_option": False,
-}
+class DemoTask(str, enum.Enum):
+    # pairht.demo.tasks.TASKS, spelled out so that --help imports no torch (tests/test_cli.py
+    # checks the two agree)
+    chain = "chain"
+    chain_early = "chain_early"
+    chain_long = "chain_long"
+    toy = "toy"
+
+
+#: pairht.demo.tasks.DEFAULT_TASK (checked by the same test)
+DEFAULT_DEMO_TASK = DemoTask.chain_long
+
+# Options the two training comparisons share (typer's Annotated aliases: one definition each).
+TaskOpt = Annotated[DemoTask, typer.Option(
+    "--task", help="The demo task (pairht.demo.tasks): chain, chain_early, chain_long or toy.")]
+StepsOpt = Annotated[int | None, typer.Option(
+    "--steps", min=1, help="Optimizer steps per method (default: the task's).")]
+BudgetRatioOpt = Annotated[float, typer.Option(
+    "--budget-ratio", help="PAIR's budget_ratio: expected suffix tokens over the full group's "
+                           "predicted cost.")]
+TauOpt = Annotated[int | None, typer.Option(
+    "--tau", min=1, help="Prefix checkpoint in tokens (default: the task's, chain 8, toy 6).")]
+NoProgressOpt = Annotated[bool, typer.Option("--no-progress", help="No progress bars.")]
+
+
+def _demo_module(name: str) -> Any:
+    """``pairht.demo.<name>`` (imports torch: only when a training command runs; a missing
+    torch, transformers or TRL becomes :func:`pairht.cli.main`'s one line naming the extra)."""
+    import importlib
+
+    return importlib.import_module(f"pairht.demo.{name}")
 
 
 # ---------------------------------------------------------------------- pairht demo
-@app.command("demo", **_PASS_THROUGH)
-def demo(ctx: typer.Context) -> None:
+@app.command("demo")
+def demo(
+    steps: StepsOpt = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the warm start, the data and "
+                                                      "every draw.")] = 0,
+    out_dir: Annotated[str, typer.Option("--out-dir", "-o", help="Directory of the table, "
+                                         "results.json and the plot.")] = "demo-out",
+    methods: Annotated[str, typer.Option("--methods", help="Comma-separated subset of "
+                                                           "grpo,pair.")] = "grpo,pair",
+    budget_ratio: BudgetRatioOpt = 0.5,
+    task: TaskOpt = DEFAULT_DEMO_TASK,
+    tau: TauOpt = None,
+    match_tokens: Annotated[bool, typer.Option(
+        "--match-tokens", help="The default: GRPO trains --steps steps, then PAIR trains "
+                               "until it has generated GRPO's tokens (at most 2x --steps).")
+    ] = False,
+    fixed_steps: Annotated[bool, typer.Option(
+        "--fixed-steps", help="Both methods train --steps steps.")] = False,
+    no_plot: Annotated[bool, typer.Option("--no-plot", help="No plot.")] = False,
+    no_progress: NoProgressOpt = False,
+) -> None:
     """The main demo: PAIR vs GRPO training on a tiny task on CPU (needs the `trl` extra).
 
     Prints a table of held-out reward, generated tokens and wall-clock, and saves a plot of
-    reward vs generated tokens; `pairht demo --help` lists the options, which pass through.
-
-    Implemented by the TRL adapter as ``pairht.demo.demo.main(argv: list[str])``; imported
-    only when this command runs, so no other command ever imports torch.
+    reward vs generated tokens (pairht.demo.demo.run_comparison).
     """
-    _delegate("demo", "pairht.demo.demo", ctx)
+    # Default: compute-matched. PAIR's claim is reward per generated token; stopping it at
+    # GRPO's step count stops it at about 0.64x GRPO's tokens by construction.
+    if match_tokens and fixed_steps:
+        raise typer.BadParameter("--match-tokens and --fixed-steps exclude each other",
+                                 param_hint="--fixed-steps")
+    mod = _demo_module("demo")
+    try:
+        res = mod.run_comparison(
+            steps=steps, seed=seed, out_dir=out_dir,
+            methods=[m.strip() for m in methods.split(",") if m.strip()], task=task.value,
+            budget_ratio=budget_ratio, tau=tau, match_tokens=not fixed_steps,
+            plot=not no_plot, progress=not no_progress)
+    except (ValueError, TypeError, OSError) as exc:
+        raise _fail(exc) from None
+    typer.echo(f"wrote {res.table_path}, {res.out_dir / 'results.json'}"
+               + (f", {res.plot_path}" if res.plot_path else ""))
 
 
 # ---------------------------------------------------------------------- pairht experiment
-@app.command("experiment", **_PASS_THROUGH)
-def experiment(ctx: typer.Context) -> None:
+@app.command("experiment")
+def experiment(
+    arms: Annotated[str | None, typer.Option(
+        "--arms", help="Comma-separated arms of pairht.demo.experiment.ARMS; 'comparators' "
+                       "stands for every comparator arm (default: grpo, grpo_small, pair, "
+                       "uniform, adaptive_unweighted).")] = None,
+    seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated seeds.")] = "0,1,2",
+    task: TaskOpt = DEFAULT_DEMO_TASK,
+    steps: StepsOpt = None,
+    budget_ratio: BudgetRatioOpt = 0.5,
+    tau: TauOpt = None,
+    learning_rate: Annotated[float | None, typer.Option(
+        "--learning-rate", help="Default: the task's.")] = None,
+    epochs: Annotated[int, typer.Option(
+        "--epochs", min=1, help="Passes over the training prompts (>= 2: VIP/HORA get a "
+                                "history).")] = 1,
+    out_dir: Annotated[str, typer.Option("--out-dir", "-o", help="Directory of the report and "
+                                         "figures.")] = "experiment-out",
+    no_progress: NoProgressOpt = False,
+) -> None:
     """The compute-matched comparison: PAIR vs GRPO and small-group GRPO at equal tokens.
 
     Trains every arm over several seeds and writes a markdown report with figures (see
-    docs/experiment.md); `pairht experiment --help` lists the options, which pass through to
-    ``pairht.demo.experiment.main``.
+    docs/experiment.md; pairht.demo.experiment.run_experiment).
     """
-    _delegate("experiment", "pairht.demo.experiment", ctx)
+    import time
 
-
-def _delegate(command: str, module: str, ctx: typer.Context) -> None:
-    """Run ``module.main(args)`` of the TRL-side demo package (imports torch only here).
-
-    A missing torch, transformers or TRL raises ``ImportError`` from inside ``main``;
-    :func:`pairht.cli.main` turns it into the one line naming the ``trl`` extra.
-    """
-    import importlib
-
-    code = importlib.import_module(module).main(list(ctx.args))
-    if code:
-        raise typer.Exit(code=int(code))
+    try:
+        seed_list = [int(x) for x in seeds.split(",") if x.strip()]
+    except ValueError:
+        raise _fail(ValueError(f"--seeds must be comma-separated ints; got {seeds!r}")) \
+            from None
+    ex = _demo_module("experiment")
+    names: list[str] = []
+    for x in (x.strip() for x in (arms or ",".join(ex.DEFAULT_ARMS)).split(",")):
+        names += list(ex.COMPARATOR_ARMS) if x == "comparators" else [x] if x else []
+    if steps is None and _demo_module("demo")._short():
+        steps = 6  # PAIRHT_E2E_SHORT: CI's short form
+    t0 = time.perf_counter()
+    try:
+        res = ex.run_experiment(
+            names, seed_list, task=task.value, steps=steps, epochs=epochs,
+            budget_ratio=budget_ratio, tau=tau, learning_rate=learning_rate, out_dir=out_dir,
+            progress=not no_progress)
+    except (ValueError, TypeError, OSError) as exc:
+        raise _fail(exc) from None
+    typer.echo(res.report_path.read_text())
+    typer.echo(f"wrote {res.report_path} in {time.perf_counter() - t0:.0f} s")
 
 
 # ---------------------------------------------------------------------- pairht train
