@@ -285,22 +285,30 @@ def _print_table(result: Any, title: str) -> None:
 
 def _run_with_progress(pop: Any, keys: list[str] | None, cfg: Any, draws: int,
                        quiet: bool) -> Any:
+    """The audit with a bar per phase: the rows' exact moments (a minute and more on large
+    populations) and, with ``draws``, the Monte Carlo replay of every prompt."""
     from pairht.audit import run_audit
-    from pairht.audit.rows import select_rows
 
-    n_rows = len(select_rows(keys))
-    if quiet or draws == 0:
+    if quiet:
         return run_audit(pop, keys, cfg, n_draws=draws)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), transient=True) as bar:
-        task = bar.add_task("Monte Carlo", total=n_rows * pop.n_prompts)
+        rows = bar.add_task("Rows", total=None)
+        mc = bar.add_task("Monte Carlo", total=None, visible=bool(draws))
+
+        def on_row(key: str, index: int, n_rows: int) -> None:
+            bar.update(rows, total=n_rows, completed=index, description=f"Rows [{key}]")
+            bar.reset(mc, total=pop.n_prompts, description=f"Monte Carlo [{key}]",
+                      visible=bool(draws))
 
         def tick(key: str, done: int, total: int) -> None:
-            bar.update(task, advance=1, description=f"Monte Carlo [{key}]")
+            bar.update(mc, completed=done)
 
-        return run_audit(pop, keys, cfg, n_draws=draws, progress=tick)
+        result = run_audit(pop, keys, cfg, n_draws=draws, progress=tick, on_row=on_row)
+        bar.update(rows, completed=bar.tasks[0].total or 0)
+        return result
 
 
 # ---------------------------------------------------------------------- pairht audit
@@ -492,16 +500,35 @@ def sweep(
         cfg = AuditConfig(budget_ratio=budget, pi_min=pi_min, seed=seed, enum_limit=enum_limit)
         _writable(out)
 
-        def say(msg: str) -> None:
-            if not quiet:
-                typer.echo(msg, err=True)
+        from pairht.audit.sweep import AXES
 
-        table = run_sweep(axis.value, base, keys, cfg, vals, n_draws=draws,
-                          synthetic=None if population is not None else {
-                              "n_prompts": prompts, "reward": reward.value,
-                              "calibration": calibration.value, "noise": noise,
-                              "rng": seed, "G": group_size},
-                          log=say)
+        synthetic = None if population is not None else {
+            "n_prompts": prompts, "reward": reward.value, "calibration": calibration.value,
+            "noise": noise, "rng": seed, "G": group_size}
+        n_points = len(vals if vals is not None else AXES[axis.value])
+        if quiet:
+            table = run_sweep(axis.value, base, keys, cfg, vals, n_draws=draws,
+                              synthetic=synthetic)
+        else:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), transient=True) as bar:
+                task = bar.add_task(f"sweep {axis.value}", total=n_points)
+                seen: list[str] = []
+
+                def say(msg: str) -> None:  # run_sweep says "sweep <axis> = <v>" per point
+                    bar.update(task, completed=len(seen), description=msg)
+                    seen.append(msg)
+
+                table = run_sweep(axis.value, base, keys, cfg, vals, n_draws=draws,
+                                  synthetic=synthetic, log=say)
         csv_path = os.path.join(out, f"sweep_{axis.value}.csv")
         sweep_to_csv(table, csv_path)
         png = plots.sweep_figure(table, axis.value, os.path.join(out, f"sweep_{axis.value}.png"))
