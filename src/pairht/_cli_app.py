@@ -75,39 +75,51 @@ def _fail(exc: BaseException) -> typer.Exit:
 
 
 # ---------------------------------------------------------------------- shared options
-POPULATION = typer.Option(
-    None, "--population", "-p",
+PopulationOpt = Annotated[str | None, typer.Option(
+    "--population", "-p",
     help="Population file (.npz, pairht population format v1; see docs/audit.md). "
-         "Default: a synthetic population built from the --prompts/--group-size/... options.")
-PROMPTS = typer.Option(64, "--prompts", min=1, help="Synthetic population: number of prompts P.")
-GROUP = typer.Option(16, "--group-size", "-G", min=2,
-                     help="Synthetic population: candidates per prompt G.")
-REWARD = typer.Option(Reward.binary, "--reward",
-                      help="Synthetic population: binary or partial-credit rewards.")
-CALIB = typer.Option(Calibration.oracle, "--calibration",
-                     help="Synthetic population: prefix predictions p_hat, c_hat are the true "
-                          "conditional values (oracle), noisy, or overconfident and biased "
-                          "(miscalibrated).")
-NOISE = typer.Option(0.5, "--noise", min=0.0,
-                     help="Synthetic population: prediction noise of noisy/miscalibrated.")
+         "Default: a synthetic population built from the --prompts/--group-size/... options.")]
+PromptsOpt = Annotated[int, typer.Option(
+    "--prompts", min=1, help="Synthetic population: number of prompts P.")]
+GroupOpt = Annotated[int, typer.Option(
+    "--group-size", "-G", min=2,
+    help="Synthetic population: candidates per prompt G.")]
+RewardOpt = Annotated[Reward, typer.Option(
+    "--reward",
+    help="Synthetic population: binary or partial-credit rewards.")]
+CalibrationOpt = Annotated[Calibration, typer.Option(
+    "--calibration",
+    help="Synthetic population: prefix predictions p_hat, c_hat are the true "
+         "conditional values (oracle), noisy, or overconfident and biased "
+         "(miscalibrated).")]
+NoiseOpt = Annotated[float, typer.Option(
+    "--noise", min=0.0,
+    help="Synthetic population: prediction noise of noisy/miscalibrated.")]
 # No min/max here: click's range error is a usage block, _check_budget's is one line.
-BUDGET = typer.Option(0.5, "--budget",
-                      help="Target expected REALISED suffix tokens as a fraction in (0, 1] of "
-                           "the full cost (realised suffix tokens of every unfinished "
-                           "candidate; finished ones are kept for free). Each row's budget is "
-                           "solved by bisection so that it spends exactly this.")
-PI_MIN = typer.Option(0.08, "--pi-min", min=0.0, max=1.0,
-                      help="Probability floor of the adaptive allocations (positivity).")
-SEED = typer.Option(0, "--seed", help="Seed of the synthetic population and of every draw.")
-ROWS = typer.Option(None, "--rows",
-                    help="Comma-separated row keys to audit (default: all; see --list-rows).")
-ENUM = typer.Option(4096, "--enum-limit", min=1,
-                    help="Exact metrics of ratio estimators (Hajek) enumerate the design "
-                         "support when 2**G is at most this; otherwise they are n/a.")
-AXIS = typer.Option(..., "--axis", help="What to vary: budget ratio, pi_min, group size G "
-                                         "(synthetic only) or calibration (synthetic only).")
-ALPHA = typer.Option(1e-4, "--alpha", min=0.0, max=1.0,
-                     help="Level of the exact-vs-Monte-Carlo consistency tests (flags).")
+BudgetOpt = Annotated[float, typer.Option(
+    "--budget",
+    help="Target expected REALISED suffix tokens as a fraction in (0, 1] of "
+         "the full cost (realised suffix tokens of every unfinished "
+         "candidate; finished ones are kept for free). Each row's budget is "
+         "solved by bisection so that it spends exactly this.")]
+PiMinOpt = Annotated[float, typer.Option(
+    "--pi-min", min=0.0, max=1.0,
+    help="Probability floor of the adaptive allocations (positivity).")]
+SeedOpt = Annotated[int, typer.Option(
+    "--seed", help="Seed of the synthetic population and of every draw.")]
+RowsOpt = Annotated[str | None, typer.Option(
+    "--rows",
+    help="Comma-separated row keys to audit (default: all; see --list-rows).")]
+EnumLimitOpt = Annotated[int, typer.Option(
+    "--enum-limit", min=1,
+    help="Exact metrics of ratio estimators (Hajek) enumerate the design "
+         "support when 2**G is at most this; otherwise they are n/a.")]
+AxisOpt = Annotated[Axis, typer.Option(
+    "--axis", help="What to vary: budget ratio, pi_min, group size G (synthetic only) or "
+                   "calibration (synthetic only).")]
+AlphaOpt = Annotated[float, typer.Option(
+    "--alpha", min=0.0, max=1.0,
+    help="Level of the exact-vs-Monte-Carlo consistency tests (flags).")]
 
 
 def _population(population: str | None, prompts: int, group_size: int, reward: Reward,
@@ -133,17 +145,18 @@ class Predictions(str, enum.Enum):
     shrunk_skill = "shrunk_skill"
 
 
-PREDICTIONS_OPT = typer.Option(
-    Predictions.stored, "--predictions",
+PredictionsOpt = Annotated[Predictions, typer.Option(
+    "--predictions",
     help="Prefix predictions the allocations see: the population's own (stored; the "
          "synthetic --calibration oracle stores the true conditional values), uninformative "
          "(prompt_mean: every candidate gets its prompt's mean p_hat and c_hat), "
          "hindsight-perfect (hindsight: p_hat = reward, c_hat = realised suffix tokens), or "
          "the stored ones shrunk toward their group mean as the trainer does (shrunk_slope: "
-         "by their reliability slope, the default; shrunk_skill: by their Brier skill).")
-PREFIX_TOKENS = typer.Option(256, "--prefix-tokens", min=0,
-                             help="Synthetic population: prefix checkpoint tau (tokens every "
-                                  "candidate generates before the allocation).")
+         "by their reliability slope, the default; shrunk_skill: by their Brier skill).")]
+PrefixTokensOpt = Annotated[int, typer.Option(
+    "--prefix-tokens", min=0,
+    help="Synthetic population: prefix checkpoint tau (tokens every "
+         "candidate generates before the allocation).")]
 
 
 def _summary(result: Any, seed: int, row: str = "pair") -> str | None:
@@ -315,27 +328,27 @@ def _run_with_progress(pop: Any, keys: list[str] | None, cfg: Any, draws: int,
 @audit_app.callback()
 def audit(
     ctx: typer.Context,
-    population: str | None = POPULATION,
-    prompts: int = PROMPTS,
-    group_size: int = GROUP,
-    reward: Reward = REWARD,
-    calibration: Calibration = CALIB,
-    noise: float = NOISE,
-    prefix_tokens: int = PREFIX_TOKENS,
-    predictions: Predictions = PREDICTIONS_OPT,
+    population: PopulationOpt = None,
+    prompts: PromptsOpt = 64,
+    group_size: GroupOpt = 16,
+    reward: RewardOpt = Reward.binary,
+    calibration: CalibrationOpt = Calibration.oracle,
+    noise: NoiseOpt = 0.5,
+    prefix_tokens: PrefixTokensOpt = 256,
+    predictions: PredictionsOpt = Predictions.stored,
     compare: str | None = typer.Option(
         None, "--compare",
         help="Row the summary line compares with the best baseline (exact MSE ratio, "
              "bootstrap interval over prompts); default: the row 'default' (what "
              "PAIR runs by default: its width and estimator from history) when it ran, "
              "else pair."),
-    budget: float = BUDGET,
-    pi_min: float = PI_MIN,
+    budget: BudgetOpt = 0.5,
+    pi_min: PiMinOpt = 0.08,
     draws: int = typer.Option(50_000, "--draws", min=0,
                               help="Monte Carlo design draws per prompt and row (0: exact "
                                    "metrics only)."),
-    rows: str | None = ROWS,
-    seed: int = SEED,
+    rows: RowsOpt = None,
+    seed: SeedOpt = 0,
     out: str = typer.Option("audit-out", "--out", "-o",
                             help="Directory for audit.csv, audit.json and the PNG figures "
                                  "(created if missing)."),
@@ -343,8 +356,8 @@ def audit(
                                  help="Write the PNG figures (needs matplotlib)."),
     cost_budgets: str = typer.Option("0.25,0.5,0.75", "--cost-budgets",
                                      help="Budgets of the MSE-vs-suffix-tokens figure."),
-    enum_limit: int = ENUM,
-    alpha: float = ALPHA,
+    enum_limit: EnumLimitOpt = 4096,
+    alpha: AlphaOpt = 1e-4,
     list_rows: bool = typer.Option(False, "--list-rows", help="List the row keys and exit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
@@ -454,30 +467,29 @@ def _writable(out: str) -> None:
 # ---------------------------------------------------------------------- pairht audit sweep
 @audit_app.command("sweep")
 def sweep(
-    axis: Axis = AXIS,
+    axis: AxisOpt,
     values: str | None = typer.Option(
         None, "--values",
         help="Comma-separated values of the axis (defaults: budget 0.25,0.375,0.5,0.625,0.75; "
              "pi_min 0.02,0.05,0.08,0.15; G 4,8,16,32; calibration "
              "oracle,noisy,miscalibrated)."),
-    population: str | None = POPULATION,
-    prompts: int = typer.Option(32, "--prompts", min=1,
-                                help="Synthetic population: number of prompts P."),
-    group_size: int = GROUP,
-    reward: Reward = REWARD,
-    calibration: Calibration = CALIB,
-    noise: float = NOISE,
-    budget: float = BUDGET,
-    pi_min: float = PI_MIN,
+    population: PopulationOpt = None,
+    prompts: PromptsOpt = 32,
+    group_size: GroupOpt = 16,
+    reward: RewardOpt = Reward.binary,
+    calibration: CalibrationOpt = Calibration.oracle,
+    noise: NoiseOpt = 0.5,
+    budget: BudgetOpt = 0.5,
+    pi_min: PiMinOpt = 0.08,
     draws: int = typer.Option(5_000, "--draws", min=0,
                               help="Monte Carlo draws per prompt, row and sweep point."),
     rows: str | None = typer.Option(
         "uniform_ht,pointwise_ht,direct_edge_ht,adaptive_unweighted,pair,pair_cps",
         "--rows", help="Comma-separated row keys."),
-    seed: int = SEED,
+    seed: SeedOpt = 0,
     out: str = typer.Option("audit-out", "--out", "-o",
                             help="Directory for sweep_<axis>.csv and sweep_<axis>.png."),
-    enum_limit: int = ENUM,
+    enum_limit: EnumLimitOpt = 4096,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
 ) -> None:
     """Run the audit across one axis; write one CSV and one figure."""
@@ -540,10 +552,10 @@ def sweep(
 # ---------------------------------------------------------------------- pairht audit-demo
 @app.command("audit-demo")
 def audit_demo(
-    prompts: int = typer.Option(16, "--prompts", min=1, help="Synthetic prompts P."),
-    group_size: int = typer.Option(8, "--group-size", "-G", min=2, help="Candidates G."),
+    prompts: PromptsOpt = 16,
+    group_size: GroupOpt = 8,
     draws: int = typer.Option(20_000, "--draws", min=0, help="Monte Carlo draws per prompt."),
-    seed: int = SEED,
+    seed: SeedOpt = 0,
     out: str | None = typer.Option(None, "--out", "-o",
                                    help="Also write audit.csv/json/md here."),
 ) -> None:
@@ -585,7 +597,7 @@ StepsOpt = Annotated[int | None, typer.Option(
     "--steps", min=1, help="Optimizer steps per method (default: the task's).")]
 BudgetRatioOpt = Annotated[float, typer.Option(
     "--budget-ratio", help="PAIR's budget_ratio: expected suffix tokens over the full group's "
-                           "predicted cost.")]
+         "predicted cost.")]
 TauOpt = Annotated[int | None, typer.Option(
     "--tau", min=1, help="Prefix checkpoint in tokens (default: the task's, chain 8, toy 6).")]
 NoProgressOpt = Annotated[bool, typer.Option("--no-progress", help="No progress bars.")]
@@ -604,20 +616,20 @@ def _demo_module(name: str) -> Any:
 def demo(
     steps: StepsOpt = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the warm start, the data and "
-                                                      "every draw.")] = 0,
+         "every draw.")] = 0,
     out_dir: Annotated[str, typer.Option("--out-dir", "-o", help="Directory of the table, "
-                                         "results.json and the plot.")] = "demo-out",
+         "results.json and the plot.")] = "demo-out",
     methods: Annotated[str, typer.Option("--methods", help="Comma-separated subset of "
-                                                           "grpo,pair.")] = "grpo,pair",
+         "grpo,pair.")] = "grpo,pair",
     budget_ratio: BudgetRatioOpt = 0.5,
     task: TaskOpt = DEFAULT_DEMO_TASK,
     tau: TauOpt = None,
     match_tokens: Annotated[bool, typer.Option(
-        "--match-tokens", help="The default: GRPO trains --steps steps, then PAIR trains "
-                               "until it has generated GRPO's tokens (at most 2x --steps).")
+    "--match-tokens", help="The default: GRPO trains --steps steps, then PAIR trains "
+         "until it has generated GRPO's tokens (at most 2x --steps).")
     ] = False,
     fixed_steps: Annotated[bool, typer.Option(
-        "--fixed-steps", help="Both methods train --steps steps.")] = False,
+    "--fixed-steps", help="Both methods train --steps steps.")] = False,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="No plot.")] = False,
     no_progress: NoProgressOpt = False,
 ) -> None:
@@ -648,21 +660,21 @@ def demo(
 @app.command("experiment")
 def experiment(
     arms: Annotated[str | None, typer.Option(
-        "--arms", help="Comma-separated arms of pairht.demo.experiment.ARMS; 'comparators' "
-                       "stands for every comparator arm (default: grpo, grpo_small, pair, "
-                       "uniform, adaptive_unweighted).")] = None,
+    "--arms", help="Comma-separated arms of pairht.demo.experiment.ARMS; 'comparators' "
+         "stands for every comparator arm (default: grpo, grpo_small, pair, "
+         "uniform, adaptive_unweighted).")] = None,
     seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated seeds.")] = "0,1,2",
     task: TaskOpt = DEFAULT_DEMO_TASK,
     steps: StepsOpt = None,
     budget_ratio: BudgetRatioOpt = 0.5,
     tau: TauOpt = None,
     learning_rate: Annotated[float | None, typer.Option(
-        "--learning-rate", help="Default: the task's.")] = None,
+    "--learning-rate", help="Default: the task's.")] = None,
     epochs: Annotated[int, typer.Option(
-        "--epochs", min=1, help="Passes over the training prompts (>= 2: VIP/HORA get a "
-                                "history).")] = 1,
+    "--epochs", min=1, help="Passes over the training prompts (>= 2: VIP/HORA get a "
+         "history).")] = 1,
     out_dir: Annotated[str, typer.Option("--out-dir", "-o", help="Directory of the report and "
-                                         "figures.")] = "experiment-out",
+         "figures.")] = "experiment-out",
     no_progress: NoProgressOpt = False,
 ) -> None:
     """The compute-matched comparison: PAIR vs GRPO and small-group GRPO at equal tokens.
