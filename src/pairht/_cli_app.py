@@ -401,11 +401,19 @@ def audit(
             typer.echo(f"Summary: {summary}")
         written = _write_audit(result, out, summary)
         if figures:
+            import contextlib
+
+            from rich.console import Console
+
             from pairht.audit import plots
             from pairht.audit.sweep import budget_curve
 
-            curve = budget_curve(pop, keys, cfg, budgets, n_draws=min(draws, 5000),
-                                 main=result)
+            # the budget curve audits every row again at each --cost-budgets value
+            status = (contextlib.nullcontext() if quiet else Console(stderr=True).status(
+                f"Figures: the audit at --cost-budgets {cost_budgets}"))
+            with status:
+                curve = budget_curve(pop, keys, cfg, budgets, n_draws=min(draws, 5000),
+                                     main=result)
             written += [os.path.basename(p) for p in (
                 plots.bias_mse(result, os.path.join(out, "bias_mse.png")),
                 plots.mse_tokens(curve, os.path.join(out, "mse_tokens.png")),
