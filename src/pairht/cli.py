@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 #: Top-level module of each optional dependency -> the extra of ``pyproject.toml`` that
@@ -97,6 +98,17 @@ def main(argv: list[str] | None = None) -> None:
             raise
         print(line, file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def run_command(command: str, argv: Sequence[str] | None = None) -> int:
+    """Run ``pairht <command> <argv>`` (default ``sys.argv[1:]``) as a function: 0 when it
+    succeeds; ``SystemExit`` with its status otherwise (a usage error: 2)."""
+    try:
+        main([command, *(sys.argv[1:] if argv is None else argv)])
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise
+    return 0
 
 
 def __getattr__(name: str) -> Any:

@@ -86,7 +86,7 @@ def test_the_cli_expands_comparators_to_the_comparator_arms(monkeypatch):
     def fake(arms, seeds, **kw):
         seen["arms"] = list(arms)
         seen["epochs"] = kw["epochs"]
-        raise SystemExit(0)
+        raise SystemExit(3)  # stop here: ex.main returns 0 only when the run succeeded
 
     monkeypatch.setattr(ex, "run_experiment", fake)
     with pytest.raises(SystemExit):

@@ -95,7 +95,7 @@ def test_exact_mode_refuses_practical_departures(kw, fields):
         (dict(head_temperature_fraction=0.0), "head_temperature_fraction"),
         (dict(head_lr=0.0), "head_lr must be a finite number > 0"),
         (dict(multi_objective_aggregation="normalize_then_sum"), "multi_objective_aggregation"),
-        (dict(use_vllm=True), "use_vllm=True"),
+        (dict(use_vllm=True, vllm_importance_sampling_correction=True), "use_vllm=True"),
     ],
 )
 def test_invalid_combinations_fail_at_construction(kw, match):
@@ -277,26 +277,29 @@ def test_trl_default_lengths_need_no_pair_argument():
     assert trl_default.tau + trl_default.snap_window < trl_default.max_completion_length
 
 
-def test_changed_trl_defaults_are_logged_once_at_info(caplog):
+def test_changed_trl_defaults_are_announced_at_warning(caplog, monkeypatch):
     import logging
 
-    with caplog.at_level(logging.INFO, logger="pairht.trl"):
+    from pairht.trl import defaults
+
+    monkeypatch.setattr(defaults, "_ANNOUNCED", set())  # once per process: start afresh
+    with caplog.at_level(logging.WARNING, logger="pairht.trl"):
         make()
     lines = [r.getMessage() for r in caplog.records if r.name == "pairht.trl"]
-    assert len(lines) == 1 and caplog.records[0].levelno == logging.INFO
+    assert len(lines) == 1 and caplog.records[0].levelno == logging.WARNING
     assert "loss_type='dapo' -> 'dr_grpo'" in lines[0]
     assert "scale_rewards='group' -> 'none'" in lines[0]
     assert "num_iterations" not in lines[0]  # exact mode keeps TRL's 1
 
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="pairht.trl"):
+    with caplog.at_level(logging.WARNING, logger="pairht.trl"):
         make(mode="practical")
     (line,) = [r.getMessage() for r in caplog.records if r.name == "pairht.trl"]
     assert "num_iterations=1 -> 2" in line and "loss_type='dapo' -> 'dr_grpo'" in line
     assert "scale_rewards" not in line  # practical mode keeps TRL's 'group'
 
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="pairht.trl"):
+    with caplog.at_level(logging.WARNING, logger="pairht.trl"):
         make(loss_type="dr_grpo", scale_rewards="none")  # chosen explicitly: nothing to report
     assert not [r for r in caplog.records if r.name == "pairht.trl"]
 

@@ -537,10 +537,10 @@ def test_config_accepts_vllm_only_without_importance_correction():
 
     base = dict(output_dir="/tmp/pairht-cfg", per_device_train_batch_size=4, num_generations=4,
                 max_completion_length=32, tau=4, report_to=[], use_cpu=True)
-    cfg = PairGRPOConfig(**base, use_vllm=True, vllm_importance_sampling_correction=False)
-    assert cfg.use_vllm
+    cfg = PairGRPOConfig(**base, use_vllm=True)  # PAIR's default: the correction off
+    assert cfg.use_vllm and cfg.vllm_importance_sampling_correction is False
     with pytest.raises(ValueError, match="vllm_importance_sampling_correction=False"):
-        PairGRPOConfig(**base, use_vllm=True)
+        PairGRPOConfig(**base, use_vllm=True, vllm_importance_sampling_correction=True)
     with pytest.raises(ValueError, match="use_transformers_continuous_batching"):
         PairGRPOConfig(**base, use_transformers_continuous_batching=True)
 
@@ -587,4 +587,4 @@ def test_importance_sampling_correction_with_vllm_is_refused_naming_the_rule(tmp
     with pytest.raises(ValueError, match="vllm_importance_sampling_correction=False"):
         PairGRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4,
                        num_generations=4, max_completion_length=32, tau=4, report_to=[],
-                       use_cpu=True, use_vllm=True)
+                       use_cpu=True, use_vllm=True, vllm_importance_sampling_correction=True)

@@ -88,6 +88,7 @@ def run_audit(
     n_draws: int = DEFAULT_DRAWS,
     exact: bool = True,
     progress: Callable[[str, int, int], None] | None = None,
+    on_row: Callable[[str, int, int], None] | None = None,
 ) -> AuditResult:
     """Audit every row on ``population`` at matched expected suffix cost.
 
@@ -104,6 +105,9 @@ def run_audit(
         Compute the exact metrics.
     progress : callable(row_key, done, total), optional
         Called after every prompt of the Monte Carlo replay (for progress bars).
+    on_row : callable(row_key, index, n_rows), optional
+        Called before each row's exact moments are computed (index from 0; ``n_rows`` the rows
+        run, options of a choice row included): the exact phase's progress.
 
     Returns
     -------
@@ -136,8 +140,11 @@ def run_audit(
         if isinstance(r, ChoiceRow):
             needed += [o for o in select_rows(list(r.options))
                        if o.key not in keys and o not in needed]
-    done = {r.key: _run_row(r, pop, L, g, cfg, cache, n_draws, exact, progress)
-            for r in needed}
+    done = {}
+    for i, r in enumerate(needed):
+        if on_row is not None:
+            on_row(r.key, i, len(needed))
+        done[r.key] = _run_row(r, pop, L, g, cfg, cache, n_draws, exact, progress)
     results = [_run_choice(r, done, pop, cfg) if isinstance(r, ChoiceRow) else done[r.key]
                for r in selected]
     return AuditResult(

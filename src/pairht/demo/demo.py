@@ -31,7 +31,6 @@ the same rewards and tokens (seconds vary with the machine).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import copy
 import io
@@ -901,45 +900,11 @@ def _plot(result: ComparisonResult, path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``pairht demo`` / ``python -m pairht.demo.demo``: run the comparison and print the table."""
-    p = argparse.ArgumentParser(prog="pairht demo", description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=None, help="optimizer steps per method")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out-dir", default="demo-out")
-    p.add_argument("--methods", default="grpo,pair", help="comma-separated subset of grpo,pair")
-    p.add_argument("--budget-ratio", type=float, default=0.5)
-    p.add_argument("--task", default=DEFAULT_TASK, choices=sorted(TASK_DEFAULTS))
-    p.add_argument("--tau", type=int, default=None, help="default: the task's (chain 8, toy 6)")
-    # Default: compute-matched. PAIR's claim is reward per generated token; stopping it at
-    # GRPO's step count stops it at about 0.64x GRPO's tokens by construction, so the fixed-step
-    # table can only say whether PAIR is as good per *step*. With equal generation budgets the
-    # question "what did PAIR spend to reach GRPO's final reward" has an answer either way
-    # (the protocol of `pairht experiment` and of the paper's comparisons).
-    horizon = p.add_mutually_exclusive_group()
-    horizon.add_argument("--match-tokens", dest="match_tokens", action="store_true",
-                         default=True,
-                         help="default: GRPO trains --steps steps, then PAIR trains until it has "
-                              "generated GRPO's tokens (at most 2x --steps)")
-    horizon.add_argument("--fixed-steps", dest="match_tokens", action="store_false",
-                         help="both methods train --steps steps")
-    p.add_argument("--no-plot", action="store_true")
-    p.add_argument("--no-progress", action="store_true")
-    a = p.parse_args(argv)
-    res = run_comparison(
-        steps=a.steps,
-        seed=a.seed,
-        out_dir=a.out_dir,
-        methods=[m.strip() for m in a.methods.split(",") if m.strip()],
-        task=a.task,
-        budget_ratio=a.budget_ratio,
-        tau=a.tau,
-        match_tokens=a.match_tokens,
-        plot=not a.no_plot,
-        progress=not a.no_progress,
-    )
-    print(f"wrote {res.table_path}, {res.out_dir / 'results.json'}"
-          + (f", {res.plot_path}" if res.plot_path else ""))
-    return 0
+    """``python -m pairht.demo.demo``: the ``pairht demo`` command (typer, in
+    :mod:`pairht._cli_app`) with these arguments; 0 on success, ``SystemExit`` otherwise."""
+    from pairht.cli import run_command
+
+    return run_command("demo", argv)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,6 @@ import copy
 import json
 import math
 import os
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,7 +47,7 @@ from scipy import stats
 
 from pairht.comparators import COMPARATORS
 from pairht.demo import demo, toy
-from pairht.demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, TASKS, get_task
+from pairht.demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, get_task
 from pairht.demo.warm_cache import warm_model
 
 __all__ = ["ARMS", "COMPARATOR_ARMS", "Arm", "ArmRun", "ExperimentResult", "run_experiment"]
@@ -650,42 +649,11 @@ def _plot(runs: Sequence[ArmRun], arms: Sequence[str], out: Path) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``pairht experiment`` / ``python benchmarks/compute_matched.py``."""
-    import argparse
+    """``python benchmarks/compute_matched.py``: the ``pairht experiment`` command (typer, in
+    :mod:`pairht._cli_app`) with these arguments; 0 on success, ``SystemExit`` otherwise."""
+    from pairht.cli import run_command
 
-    p = argparse.ArgumentParser(prog="pairht experiment", description=__doc__.split("\n\n")[0])
-    p.add_argument("--arms", default=",".join(DEFAULT_ARMS),
-                   help=f"comma-separated subset of {','.join(ARMS)}; 'comparators' stands "
-                        f"for {','.join(COMPARATOR_ARMS)}")
-    p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--task", default=DEFAULT_TASK, choices=sorted(TASKS))
-    p.add_argument("--steps", type=int, default=None,
-                   help="default: the task's (6 with PAIRHT_E2E_SHORT)")
-    p.add_argument("--budget-ratio", type=float, default=0.5)
-    p.add_argument("--tau", type=int, default=None, help="default: the task's")
-    p.add_argument("--learning-rate", type=float, default=None, help="default: the task's")
-    p.add_argument("--epochs", type=int, default=1,
-                   help="passes over the training prompts (>= 2: VIP/HORA get a history)")
-    p.add_argument("--out-dir", default="experiment-out")
-    p.add_argument("--no-progress", action="store_true")
-    a = p.parse_args(argv)
-    try:
-        seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
-    except ValueError:
-        p.error(f"--seeds must be comma-separated ints; got {a.seeds!r}")
-    steps = a.steps if a.steps is not None else (6 if demo._short() else None)
-    t0 = time.perf_counter()
-    names: list[str] = []
-    for x in (x.strip() for x in a.arms.split(",")):
-        names += list(COMPARATOR_ARMS) if x == "comparators" else [x] if x else []
-    res = run_experiment(
-        names, seeds, task=a.task, steps=steps, epochs=a.epochs,
-        budget_ratio=a.budget_ratio, tau=a.tau, learning_rate=a.learning_rate, out_dir=a.out_dir,
-        progress=not a.no_progress,
-    )
-    print(res.report_path.read_text())
-    print(f"wrote {res.report_path} in {time.perf_counter() - t0:.0f} s")
-    return 0
+    return run_command("experiment", argv)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from pairht.designs import DESIGNS
 from pairht.estimators import VARIANTS
 from pairht.estimators.horvitz_thompson import check_w_max, resolve_variant
 from pairht.torch.row_drop import check_drop_rows, drop_rows_reason
+from pairht.trl.defaults import CHANGED_DEFAULTS, announce_changed_defaults, trl_default
 from trl import GRPOConfig
 
 logger = logging.getLogger("pairht.trl")
@@ -245,16 +246,6 @@ def check_width(width: Any, whole_group_size: Any, num_generations: int, allocat
 TAU_DEFAULT = 256
 SNAP_WINDOW_DEFAULT = 32
 
-#: Why each TRL default is changed (logged once per config at INFO, logger "pairht.trl").
-_CHANGED_DEFAULT_REASONS = {
-    "loss_type": "constant, mask-independent loss normaliser, so masking the unselected rows "
-    "leaves the update a multiple of the pair-HT estimate",
-    "scale_rewards": "dividing by a random reward std biases the pair-HT update",
-    "num_iterations": "one epoch keeps every PPO ratio at 1 (exact); practical mode takes two "
-    "clipped epochs (paper)",
-}
-
-
 # ------------------------------------------------------------------ field rules
 # Each rule takes (name, value) and returns the value (ints and floats normalised), or raises
 # TypeError (wrong kind of value) / ValueError (out of range) naming the field, the value and
@@ -357,6 +348,7 @@ PAIR_FIELD_RULES: dict[str, Rule] = {
     "head_steps_per_update": _integer(0),
     "head_batch_size": _integer(1),
     "drop_unselected_rows": _optional_flag,  # exactness: needs the resolved TRL fields, below
+    "vllm_importance_sampling_correction": _optional_flag,
     "width_audit_every": _integer(1),
     "width_audit_prompts": _integer(2),
     "width_history": _integer(1),
@@ -371,10 +363,6 @@ def _bool_fields(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls) if hints.get(f.name) is bool)
 
 
-def _trl_default(name: str) -> Any:
-    return next(f.default for f in dataclasses.fields(GRPOConfig) if f.name == name)
-
-
 @dataclass
 class PairGRPOConfig(GRPOConfig):
     r"""Configuration of :class:`~pairht.trl.PairGRPOTrainer`: TRL's ``GRPOConfig`` plus PAIR.
@@ -385,9 +373,10 @@ class PairGRPOConfig(GRPOConfig):
     transformers annotate ``bool`` must be a ``bool`` (``"no"`` is truthy). Designs, edge
     proxies and weightings are the names of the core registries.
 
-    Defaults changed from TRL's ``GRPOConfig`` (logged once at INFO by the logger
-    ``"pairht.trl"`` when they differ from TRL's): ``loss_type="dr_grpo"``,
-    ``scale_rewards="none"`` (exact mode), ``num_iterations=2`` (practical mode).
+    Defaults changed from TRL's ``GRPOConfig`` (:data:`pairht.trl.defaults.CHANGED_DEFAULTS`;
+    announced once per process at WARNING by the logger ``"pairht.trl"`` when they differ
+    from TRL's): ``loss_type="dr_grpo"``, ``scale_rewards="none"`` (exact mode),
+    ``num_iterations=2`` (practical mode), ``vllm_importance_sampling_correction=False``.
 
     Parameters
     ----------
@@ -565,6 +554,11 @@ class PairGRPOConfig(GRPOConfig):
         default=None,
         metadata={"help": "TRL loss type; None: 'dr_grpo' (constant, mask-independent normaliser)"},
     )
+    vllm_importance_sampling_correction: bool | None = field(  # type: ignore[assignment]
+        default=None,
+        metadata={"help": "TRL's vLLM importance correction; None: False (PAIR's vLLM backend "
+                          "returns no sampling log-probabilities). True is refused."},
+    )
 
     # ------------------------------------------------------------------ PAIR
     mode: str = field(default="exact", metadata={"help": "'exact' or 'practical'."})
@@ -709,29 +703,17 @@ class PairGRPOConfig(GRPOConfig):
         if self.mode == "exact":
             self._check_exact(given)
         if changed:
-            logger.info(
-                "PairGRPOConfig(mode=%r) changes TRL's GRPOConfig defaults: %s",
-                self.mode,
-                "; ".join(
-                    f"{name}={_trl_default(name)!r} -> {getattr(self, name)!r} "
-                    f"({_CHANGED_DEFAULT_REASONS[name]})"
-                    for name in changed
-                ),
-            )
+            announce_changed_defaults(self.mode, {name: getattr(self, name) for name in changed})
 
     def _resolve_defaults(self) -> list[str]:
         """Fill the ``None`` defaults; return the TRL fields now differing from TRL's default."""
-        resolved = {
-            "num_iterations": 1 if self.mode == "exact" else 2,
-            "scale_rewards": "none" if self.mode == "exact" else "group",
-            "loss_type": "dr_grpo",
-        }
         changed = []
-        for name, value in resolved.items():
-            if getattr(self, name) is None:
-                setattr(self, name, value)
-                if value != _trl_default(name):
-                    changed.append(name)
+        for c in CHANGED_DEFAULTS:
+            if getattr(self, c.field) is None:
+                value = c.exact if self.mode == "exact" else c.practical
+                setattr(self, c.field, value)
+                if value != trl_default(c.field) and (self.use_vllm or not c.vllm_only):
+                    changed.append(c.field)
         if self.design is None:
             # PAIR's default design (issue 14, docs/step.md) for PAIR's program, else None:
             # the allocator's own design (pairht.step).

@@ -117,7 +117,9 @@ from pairht.trl.config import (
     rule_design,
     rule_estimator,
 )
+from pairht.trl.defaults import as_pair_config
 from pairht.trl.gather import process_local_reward_gather
+from pairht.trl.metrics import log_grpo_equivalent
 from pairht.trl.timing import instrument
 from trl import GRPOTrainer
 
@@ -156,6 +158,7 @@ class DesignDraw:
     features: torch.Tensor | None = None  # (B * G, hidden) gathered prefix features
     suffix_len: np.ndarray | None = None  # (B, G) realised suffix tokens (0 if unselected)
     rewards: np.ndarray | None = None  # (B, G) rewards (NaN if unselected)
+    rewards_per_func: np.ndarray | None = None  # (B * G, F) each function's (NaN if unselected)
     advantages: np.ndarray | None = None  # (B, G)
     # allocator "dppo": the generation design (every row completed), kept here when the
     # pruning design replaces mask/pi/joint above (None otherwise)
@@ -315,8 +318,9 @@ class PairGRPOTrainer(GRPOTrainer):
     model, reward_funcs, train_dataset, eval_dataset, processing_class, ..., peft_config
         As for ``trl.GRPOTrainer`` (same order). Tools, environments and ``rollout_func``
         are refused (PAIR needs to control generation).
-    args : PairGRPOConfig
-        Training and PAIR configuration.
+    args : PairGRPOConfig, GRPOConfig or None
+        Training and PAIR configuration; a plain ``GRPOConfig`` or ``None`` is converted
+        (:func:`pairht.trl.defaults.as_pair_config`).
     generation_backend : object, optional
         Two-phase generator with ``generate_prefixes(model, prompt_ids)`` and
         ``continue_selected(model, prefix, selected)``; default
@@ -338,7 +342,7 @@ class PairGRPOTrainer(GRPOTrainer):
         self,
         model: Any,
         reward_funcs: Any = None,
-        args: PairGRPOConfig | None = None,
+        args: Any = None,
         train_dataset: Any = None,
         eval_dataset: Any = None,
         processing_class: Any = None,
@@ -352,11 +356,7 @@ class PairGRPOTrainer(GRPOTrainer):
         head_trainer: Any = None,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(args, PairGRPOConfig):
-            raise ValueError(
-                f"args must be a PairGRPOConfig (PAIR's knobs live there); got "
-                f"{type(args).__name__}"
-            )
+        args = as_pair_config(args, model)  # None | GRPOConfig | PairGRPOConfig, as TRL takes
         for name in ("tools", "rollout_func", "environment_factory"):
             if kwargs.get(name) is not None:
                 raise ValueError(
@@ -981,6 +981,7 @@ class PairGRPOTrainer(GRPOTrainer):
         rewards = (gathered * weights).nansum(dim=1)
         flat = rewards.cpu().double().numpy().reshape(draw.mask.shape)
         draw.rewards = np.where(draw.mask, flat, np.nan)
+        draw.rewards_per_func = gathered.cpu().double().numpy()
         if self._history_keys is not None:  # observed rewards only, for the next plans
             self.prompt_history.update(self._history_keys, draw.rewards, draw.mask, draw.pi)
             self._history_keys = None
@@ -992,6 +993,7 @@ class PairGRPOTrainer(GRPOTrainer):
         draw = self.last_draw
         if not self.model.training or draw is None or draw.advantages is not None:
             return out
+        log_grpo_equivalent(self, draw, out["completion_ids"])  # TRL's reward, completions/*
         args = self.pair_args
         weights = design_edge_weights(
             draw.mask, draw.joint, weighting=args.weighting, w_max=args.w_max
