@@ -161,7 +161,7 @@ def test_an_anchor_pair_makes_every_rule_unbiased_even_without_continuations(nam
 @pytest.mark.parametrize("name", allocator_names())
 def test_a_size_is_taken_by_the_program_rules_and_refused_by_every_other(name, captured):
     inputs, rewards, scores = _batch(3)
-    if getattr(ALLOCATORS[name], "takes_size", False):
+    if ALLOCATORS.capabilities(name).takes_size:
         for size in (None, 2):
             del captured[:]
             plan = plan_continuations(inputs, allocator=name, rng=3, size=size)

@@ -32,7 +32,7 @@ from pairht.designs import Design
 from pairht.designs.anchored import AnchoredPair
 from pairht.designs.registry import step_design_kind
 from pairht.estimators import n_pairs
-from pairht.step.allocators import expected_cost, get_allocator
+from pairht.step.allocators import ALLOCATORS, expected_cost, get_allocator
 from pairht.step.embedding import WithFinished, fixed_base, unfinished_design, unfinished_mixture
 from pairht.step.inputs import StepInputs, shrink_predictions
 
@@ -193,7 +193,7 @@ def plan_continuations(
     alloc = get_allocator(allocator)
     gen = as_generator(rng)
     used = shrink_predictions(inputs, skill_success, skill_cost)
-    sized = getattr(alloc, "takes_size", False)
+    sized = ALLOCATORS.capabilities(allocator).takes_size
     if isinstance(size, str) and size == "auto" and design is not None and sized and \
             fixed_base(step_design_kind(design)) is None:
         size = None  # "auto" with a design of random size: the program of that design

@@ -114,7 +114,7 @@ def rule_estimator(allocator: str) -> str:
     pair-HT estimator with the config's ``weighting``)."""
     from pairht.step import ALLOCATORS
 
-    return str(getattr(ALLOCATORS[allocator], "estimator", "ht"))
+    return ALLOCATORS.capabilities(allocator).estimator
 
 
 def switchable_rules(weighting: str) -> tuple[str, ...]:
