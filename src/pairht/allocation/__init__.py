@@ -15,6 +15,7 @@ from pairht.allocation.solver import (
     AllocationResult,
     allocate,
     auto_size,
+    solve_program,
     validate_costs,
     validate_problem,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "proxy_gradient",
     "proxy_value",
     "reference_slsqp",
+    "solve_program",
     "uniform_allocation",
     "validate_costs",
     "validate_problem",

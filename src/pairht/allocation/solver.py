@@ -558,7 +558,6 @@ def allocate(
     ('optimal', True, 156.134)
     """
     p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
-    batch, G = p.shape[:-1], p.shape[-1]
     _check_proxy_kind(proxy)
     cov = check_flag("covariance_term", covariance_term)
     fb = check_flag("fallback", fallback)
@@ -566,6 +565,67 @@ def allocate(
     iters = check_max_iter("max_iter", max_iter)
     a = edge_proxy(p, kind=proxy, score_norm=score_norm, energy=energy)
     b = shared_vertex_term(a) if cov else np.zeros(p.shape)
+    return solve_program(p, c, bud, a, b, lo, size=size, fallback=fb, warm_start=warm_start,
+                         tol=tol_, max_iter=iters)
+
+
+def solve_program(
+    p_hat: ArrayLike,
+    c_hat: ArrayLike,
+    budget: ArrayLike,
+    a: ArrayLike,
+    b: ArrayLike,
+    pi_min: float = 0.08,
+    *,
+    size: int | str | ArrayLike | None = None,
+    fallback: bool = False,
+    warm_start: ArrayLike | None = None,
+    tol: float = 1e-8,
+    max_iter: int = 100,
+) -> AllocationResult:
+    r"""PAIR's program with a given edge proxy ``a`` *and* shared-vertex term ``b``.
+
+    ``min sum_{i<j} a_ij / (pi_i pi_j) + sum_i b_i / pi_i`` s.t. ``sum_i c_i pi_i <= budget``,
+    ``pi_min <= pi_i <= 1`` [, ``sum_i pi_i = n``]: the one solver of the package.
+    :func:`allocate` is this program with ``a`` from a named proxy and ``b`` derived from it;
+    call this one with a ``b`` computed directly
+    (:func:`pairht.allocation.energy.length_energy`) or with finished candidates folded in
+    (:mod:`pairht.step.pair_program`).
+
+    Parameters
+    ----------
+    p_hat, c_hat : (..., G) array_like     as in ``allocate`` (``p_hat`` only validated)
+    budget : float or (...) array_like
+    a : (..., G, G) array_like             symmetric, nonnegative, zero diagonal
+    b : (..., G) array_like                nonnegative
+    pi_min, size, fallback, warm_start, tol, max_iter : as in ``allocate``
+
+    Returns
+    -------
+    AllocationResult
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pairht.allocation.proxies import edge_proxy, shared_vertex_term
+    >>> p, c = np.array([0.1, 0.5, 0.9, 0.5]), np.array([100.0, 400.0, 200.0, 300.0])
+    >>> a = edge_proxy(p)
+    >>> res = solve_program(p, c, 500.0, a, shared_vertex_term(a))
+    >>> res.pi.round(3).tolist() == allocate(p, c, 500.0).pi.round(3).tolist()
+    True
+    """
+    p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
+    batch, G = p.shape[:-1], p.shape[-1]
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != (*batch, G, G) or b.shape != p.shape:
+        raise ValueError(f"a must have shape {(*batch, G, G)} and b shape {p.shape}; got "
+                         f"{a.shape} and {b.shape}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()) or a.min() < 0 or b.min() < 0:
+        raise ValueError("a and b must be finite and nonnegative (expected energies)")
+    fb = check_flag("fallback", fallback)
+    tol_ = check_tol("tol", tol)
+    iters = check_max_iter("max_iter", max_iter)
     warm = check_warm_start(warm_start, p.shape)
     auto = isinstance(size, str) and size == "auto"
     sizes = None if auto else resolve_sizes(size, c, bud, lo)

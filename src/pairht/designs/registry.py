@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np

@@ -14,7 +14,7 @@ program is one over the unfinished set ``U`` alone,
 
 subject to ``sum_U c_i pi_i <= budget`` and ``pi_min <= pi_i <= 1`` (realised accounting:
 finished candidates cost nothing), optionally with ``sum_U pi_i = n`` (:func:`fold_finished`,
-solved by :func:`pairht.allocation.energy.solve_program`, which takes ``b`` as given).
+solved by :func:`pairht.allocation.solve_program`, which takes ``b`` as given).
 
 **Fixed size at any budget** (``size="auto"``, :func:`solve_pair`): with ``k`` unfinished
 candidates and ``t = min(1, budget / sum_U c_u)``, the expected size of uniform SRSWOR at the
@@ -36,9 +36,10 @@ from typing import Any
 import numpy as np
 
 from pairht.allocation.energy import NAME as LENGTH_ENERGY
-from pairht.allocation.energy import length_energy, solve_program
+from pairht.allocation.energy import length_energy
 from pairht.allocation.proxies import PROXY_KINDS, edge_proxy, shared_vertex_term
 from pairht.allocation.sizes import largest_affordable_size
+from pairht.allocation.solver import solve_program
 from pairht.step.inputs import StepInputs
 
 #: Edge proxies of the ``pair`` allocator: the allocation module's, and the length energy
