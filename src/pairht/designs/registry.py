@@ -10,10 +10,8 @@ import dataclasses
 import inspect
 from typing import Any
 
-import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_integer_sum, check_probabilities
 from pairht.designs.base import Design
 from pairht.designs.bernoulli import Bernoulli
 from pairht.designs.conditional_poisson import ConditionalPoisson
@@ -69,9 +67,7 @@ def make_design(kind: str, pi: ArrayLike, **kwargs: Any) -> Design:
         ``"dependent_rounding"``, ``"randomized_dependent_rounding"``, ``"mixed_size"``,
         ``"stratified"``.
     pi : (N,) array_like
-        First-order inclusion probabilities in [0, 1] (one group). A fixed-size design needs
-        an integer ``sum(pi)`` (within 1e-9): solve the allocation at that size
-        (``allocate(..., size=n)`` or ``size="auto"``) rather than rescaling ``pi``.
+        First-order inclusion probabilities in [0, 1] (one group).
     **kwargs
         Passed to the design's constructor (e.g. ``order``, ``n_orders``, ``rng``).
 
@@ -87,18 +83,7 @@ def make_design(kind: str, pi: ArrayLike, **kwargs: Any) -> Design:
     >>> float(make_design("bernoulli", [0.5, 0.25, 1.0]).joint()[0, 1])
     0.125
     """
-    cls = DESIGNS.check("kind", kind) and DESIGNS[kind]
-    arr = check_probabilities("pi", pi)
-    if arr.ndim != 1:
-        raise ValueError(f"pi must be a 1-d array (one group), shape (G,); got shape {arr.shape}. "
-                         f"Build one design per row of a batch.")
-    if DESIGNS.capabilities(kind).fixed_size:
-        check_integer_sum(
-            "pi", arr,
-            hint=(f"The {kind!r} design has a fixed sample size n = sum(pi); solve the "
-                  f"allocation with allocate(..., size=n) or size='auto' so that sum(pi) is "
-                  f"an integer, or use kind='bernoulli'."))
-    return cls(np.array(arr), **kwargs)
+    return DESIGNS.get(DESIGNS.check("kind", kind))(pi, **kwargs)
 
 
 #: Names a training step resolves to another registered design, and why (documented here so
