@@ -87,6 +87,58 @@ def as_real_array(name: str, x: object) -> np.ndarray:
     raise TypeError(f"{name} must be {rule}; got dtype {arr.dtype}")
 
 
+def check_symmetric(name: str, x: np.ndarray, tol: float | np.ndarray, rule: str) -> np.ndarray:
+    r"""The one check that ``(..., G, G)`` matrices are symmetric: ``|x_ij - x_ji| <= tol``.
+
+    ``tol`` is a float or an array broadcasting against ``x`` (e.g. ``(P, 1, 1)``, one
+    tolerance per matrix). Returns the transpose (contiguous), which a caller that
+    symmetrises adds to ``x`` without reading it strided again. A failure is a ``ValueError``
+    naming ``name``, the ``rule`` (``"rho_ij = rho_ji"``), the first offending entry, its
+    mirror and ``tol``.
+
+    Examples
+    --------
+    >>> check_symmetric("a", np.array([[0.0, 1.0], [1.0, 0.0]]), 0.0, "a_ij = a_ji").tolist()
+    [[0.0, 1.0], [1.0, 0.0]]
+    >>> check_symmetric("a", np.array([[0.0, 1.0], [2.0, 0.0]]), 1e-12, "a_ij = a_ji")
+    Traceback (most recent call last):
+    ...
+    ValueError: a must be symmetric (a_ij = a_ji); a[0, 1] = 1.0 but a[1, 0] = 2.0 (tolerance 1e-12)
+    """
+    transposed = np.ascontiguousarray(np.swapaxes(x, -1, -2))
+    gap = x - transposed
+    np.abs(gap, out=gap)
+    bad = gap > tol
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        swapped = (*where[:-2], where[-1], where[-2])
+        limit = np.broadcast_to(tol, x.shape)[where]
+        raise ValueError(f"{name} must be symmetric ({rule}); {name}{name_index(where)} = "
+                         f"{x[where].item()!r} but {name}{name_index(swapped)} = "
+                         f"{x[swapped].item()!r} (tolerance {float(limit):g})")
+    return transposed
+
+
+def check_budget_ratio(budget_ratio: float, pi_min: float) -> None:
+    """The one rule tying a suffix budget ratio to the probability floor: every unfinished
+    candidate is kept with probability at least ``pi_min``, so the floor alone costs ``pi_min``
+    of their suffix tokens and ``budget_ratio >= pi_min``.
+
+    Examples
+    --------
+    >>> check_budget_ratio(0.5, 0.08)
+    >>> check_budget_ratio(0.05, 0.08)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: budget_ratio must be at least pi_min (...); got budget_ratio = 0.05 < pi_min = 0.08
+    """
+    if budget_ratio < pi_min:
+        raise ValueError(f"budget_ratio must be at least pi_min (every unfinished candidate is "
+                         f"kept with probability >= pi_min, so the floor alone costs pi_min of "
+                         f"their suffix tokens); got budget_ratio = {budget_ratio!r} < pi_min = "
+                         f"{pi_min!r}")
+
+
 def check_finite(name: str, x: ArrayLike) -> np.ndarray:
     """Return ``x`` as a float64 array, or raise ``ValueError`` naming the first NaN/inf entry.
 

@@ -4,7 +4,13 @@
 prompt groups; ``reference_slsqp`` is the appendix's SLSQP reference kept for comparison.
 """
 
-from pairht.allocation.baselines import pointwise_allocation, uniform_allocation, water_fill
+from pairht.allocation._checks import check_pi_min
+from pairht.allocation.baselines import (
+    fill_to_budget,
+    pointwise_allocation,
+    uniform_allocation,
+    water_fill,
+)
 from pairht.allocation.designs import DESIGN_KINDS, design_for
 from pairht.allocation.diagnostics import AllocationDiagnostics, diagnostics
 from pairht.allocation.kkt import estimate_multipliers, kkt_residual, proxy_gradient, proxy_value
@@ -27,12 +33,14 @@ __all__ = [
     "AllocationResult",
     "allocate",
     "auto_size",
+    "check_pi_min",
     "covariance_term",
     "design_for",
     "diagnostics",
     "disagreement",
     "edge_proxy",
     "estimate_multipliers",
+    "fill_to_budget",
     "kkt_residual",
     "largest_affordable_size",
     "pointwise_allocation",

@@ -17,7 +17,12 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_finite, check_probabilities, check_table_size
+from pairht._validation import (
+    check_finite,
+    check_probabilities,
+    check_symmetric,
+    check_table_size,
+)
 from pairht.registry import Registry
 
 ProxyKind = Literal["disagreement", "score_norm", "energy"]
@@ -101,14 +106,10 @@ def check_energy(
         raise ValueError(f"{name} must be nonnegative (it proxies E||h_ij||^2); "
                          f"{name}[{', '.join(map(str, idx))}] = {e[idx]!r}")
     # Exact symmetry up to rounding of whoever computed it: 1e-12 relative to the largest entry.
-    asym = np.abs(e - np.swapaxes(e, -1, -2))
-    tol = 1e-12 * max(float(np.max(e, initial=0.0)), 1e-300)
-    if np.any(asym > tol):
-        idx = tuple(int(i) for i in np.argwhere(asym > tol)[0])
-        raise ValueError(f"{name} must be symmetric (a_ij = a_ji); at index {idx} the entries "
-                         f"differ by {asym[idx]!r}")
+    transposed = check_symmetric(name, e, 1e-12 * max(float(np.max(e, initial=0.0)), 1e-300),
+                                 "a_ij = a_ji")
     g = e.shape[-1]
-    e = 0.5 * (e + np.swapaxes(e, -1, -2))
+    e = 0.5 * (e + transposed)
     e[..., np.arange(g), np.arange(g)] = 0.0
     return e
 

@@ -88,11 +88,11 @@ from pairht.audit.width import (
     DEFAULT_OPTIONS,
     PREFIX_OPTIONS,
 )
-from pairht.designs import Bernoulli, MixedSize, make_design
+from pairht.designs import MixedSize, make_design
 from pairht.registry import Registry
 from pairht.step import group_design
-from pairht.step.embedding import below_fixed_size, fixed_base
-from pairht.step.plan import DEFAULT_PROXY, DEFAULT_SIZE
+from pairht.step.embedding import below_fixed_size
+from pairht.step.plan import DEFAULT_PROXY, DEFAULT_SIZE, info_group_design
 
 #: Row groups, in table order: the trivial designs a user would try instead of PAIR are
 #: ``"baseline"`` (the summary line compares PAIR with the best of them).
@@ -194,8 +194,6 @@ def _build_designs(kind: str, pi: np.ndarray, cfg: AuditConfig, cache: dict[str,
         return cache[key]
 
     def build(q: int) -> Any:
-        if kind == "bernoulli":
-            return Bernoulli(pi[q])
         kwargs: dict[str, Any] = {}
         rdr = "randomized_dependent_rounding"
         if kind == rdr or (kind.startswith("mixed_size") and kind.endswith(rdr)):
@@ -203,18 +201,11 @@ def _build_designs(kind: str, pi: np.ndarray, cfg: AuditConfig, cache: dict[str,
         if kind.startswith("mixed_size"):
             if finished is not None and below_fixed_size(pi[q][~finished[q]]):
                 return group_design("bernoulli", pi[q], finished[q])
-            base = kind.partition(":")[2] or "conditional_poisson"
-            return MixedSize(pi[q], base=base, **kwargs)
+            kwargs["base"] = kind.partition(":")[2] or "conditional_poisson"
+            return make_design("mixed_size", pi[q], **kwargs)
         return make_design(kind, pi[q], **kwargs)
 
-    warm = build(0)
-    warm.joint()
-    warm.sample(np.random.default_rng(0), size=2)
-    t0 = time.perf_counter()
-    designs = [build(q) for q in range(pi.shape[0])]
-    joint = np.stack([d.joint() for d in designs])
-    cache[key] = (designs, joint, time.perf_counter() - t0)
-    return cache[key]
+    return _timed_designs(build, pi.shape[0], cache, key)
 
 
 # ---------------------------------------------------------------------- vertex rows
@@ -268,7 +259,9 @@ class VertexRow(AuditRow):
 def _timed_designs(build: Any, n: int, cache: dict[str, Any], key: str
                    ) -> tuple[list[Any], np.ndarray, float]:
     """``build(q)`` for every prompt and their joints, timed after an untimed JIT warm-up."""
-    build(0).joint()
+    warm = build(0)
+    warm.joint()
+    warm.sample(np.random.default_rng(0), size=2)
     t0 = time.perf_counter()
     designs = [build(q) for q in range(n)]
     joint = np.stack([d.joint() for d in designs])
@@ -287,16 +280,10 @@ def _step_designs(kind: str, pi: np.ndarray, info: dict[str, Any], pop: Populati
         return cache[key]
     fin = finished_mask(pop)
     base = kind.partition(":")[2] or kind
-    fixed = np.asarray(info.get("fixed_size", np.zeros(pop.n_prompts, dtype=bool)))
-    two = fixed_base(base) is not None and "pi_lo" in info
 
     def build(q: int) -> Any:
         rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 7, q]))
-        if two and fixed[q]:
-            comps = (info["pi_lo"][q], info["pi_hi"][q], float(info["weight_hi"][q]))
-            return group_design(base, pi[q], fin[q], rng, components=comps)
-        group_kind = "bernoulli" if two and info.get("sized", False) else base
-        return group_design(group_kind, pi[q], fin[q], rng)
+        return info_group_design(base, pi[q], fin[q], info, q, rng)
 
     return _timed_designs(build, pop.n_prompts, cache, key)
 
@@ -325,7 +312,7 @@ def _component_designs(kind: str, pi: np.ndarray, info: dict[str, Any], pop: Pop
         if not fixed[q]:
             if below_fixed_size(pi[q][~fin[q]]):
                 return group_design("bernoulli", pi[q], fin[q])
-            return MixedSize(pi[q], base=base, **kw)
+            return make_design("mixed_size", pi[q], base=base, **kw)
         return MixedSize.from_components(info["pi_lo"][q], info["pi_hi"][q],
                                          float(info["weight_hi"][q]), base=base, **kw)
 
