@@ -6,6 +6,7 @@ error names the argument, the offending value and the rule that was broken.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -117,6 +118,33 @@ def check_symmetric(name: str, x: np.ndarray, tol: float | np.ndarray, rule: str
                          f"{x[where].item()!r} but {name}{name_index(swapped)} = "
                          f"{x[swapped].item()!r} (tolerance {float(limit):g})")
     return transposed
+
+
+def check_real(
+    name: str, value: object, *, low: float, high: float, low_open: bool = True,
+    high_open: bool = False, rule: str = "",
+) -> float:
+    """Return ``value`` as a float in the interval ``(low, high]`` (openness configurable).
+
+    Booleans and non-numbers raise ``TypeError``; NaN, infinities and values outside the
+    interval raise ``ValueError``.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number; got {value!r} ({type(value).__name__})")
+    v = float(value)
+    below = v <= low if low_open else v < low
+    above = v >= high if high_open else v > high
+    if not math.isfinite(v) or below or above:
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        extra = f" ({rule})" if rule else ""
+        raise ValueError(f"{name} must be a finite number in {interval}{extra}; got {value!r}")
+    return v
+
+
+def check_pi_min(pi_min: object) -> float:
+    """The probability floor: a real number in ``(0, 1]``."""
+    return check_real("pi_min", pi_min, low=0.0, high=1.0,
+                      rule="the positivity floor of every continuation probability")
 
 
 def check_budget_ratio(budget_ratio: float, pi_min: float) -> None:

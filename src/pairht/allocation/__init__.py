@@ -4,7 +4,6 @@
 prompt groups; ``reference_slsqp`` is the appendix's SLSQP reference kept for comparison.
 """
 
-from pairht.allocation._checks import check_pi_min
 from pairht.allocation.baselines import (
     fill_to_budget,
     pointwise_allocation,
@@ -33,7 +32,6 @@ __all__ = [
     "AllocationResult",
     "allocate",
     "auto_size",
-    "check_pi_min",
     "covariance_term",
     "design_for",
     "diagnostics",

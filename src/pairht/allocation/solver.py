@@ -24,12 +24,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_finite, check_probabilities
+from pairht._validation import check_finite, check_pi_min, check_probabilities
 from pairht.allocation._checks import (
     broadcast_budget,
     check_flag,
     check_max_iter,
-    check_pi_min,
     check_tol,
 )
 from pairht.allocation._ipm_kernel import ipm_batch

@@ -37,7 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from pairht.allocation import check_pi_min
+from pairht._validation import check_pi_min
 from pairht.registry import Registry
 from pairht.step.inputs import StepInputs
 
