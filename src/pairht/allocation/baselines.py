@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pairht._validation import check_finite
-from pairht.allocation.solver import validate_costs, validate_problem
+from pairht.allocation.solver import uniform_share, validate_costs, validate_problem
 
 
 def water_fill(w: ArrayLike, c: ArrayLike, budget: ArrayLike, pi_min: float) -> np.ndarray:
@@ -127,7 +127,7 @@ def uniform_allocation(c_hat: ArrayLike, budget: ArrayLike, pi_min: float = 0.08
     [0.5, 0.5]
     """
     c, bud, _lo = validate_costs(c_hat, budget, pi_min)
-    t = np.minimum(1.0, bud / c.sum(axis=-1))
+    t = uniform_share(bud, c.sum(axis=-1))
     return np.broadcast_to(t[..., None], c.shape).copy()
 
 

@@ -308,6 +308,23 @@ def resolve_sizes(
     return sizes
 
 
+def uniform_share(budget: ArrayLike, full: ArrayLike) -> np.ndarray:
+    r"""The uniform probability at a budget, ``min(1, budget / full)`` elementwise (1 where
+    ``full = 0``: nothing to pay for): the one formula of every uniform rule (the
+    ``uniform``/``srswor`` allocators, a group of one unfinished candidate, a symmetric
+    group, the solver's fallback and degenerate groups, :func:`uniform_allocation`).
+
+    Examples
+    --------
+    >>> uniform_share([200.0, 500.0, 3.0], [400.0, 400.0, 0.0]).tolist()
+    [0.5, 1.0, 1.0]
+    """
+    bud = np.asarray(budget, dtype=np.float64)
+    tot = np.asarray(full, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(tot > 0, np.minimum(1.0, bud / np.where(tot > 0, tot, 1.0)), 1.0)
+
+
 def uniform_fallback(
     c: np.ndarray, bud: np.ndarray, lo: float, n: np.ndarray | None
 ) -> np.ndarray:
@@ -316,7 +333,7 @@ def uniform_fallback(
     ``n / G`` where affordable, else its mix with the least-cost point (sum stays ``n``)."""
     full = c.sum(axis=1)
     if n is None:
-        return np.clip(np.minimum(1.0, bud / full), lo, 1.0)[:, None] * np.ones_like(c)
+        return np.clip(uniform_share(bud, full), lo, 1.0)[:, None] * np.ones_like(c)
     nf = n.astype(np.float64)
     mc = min_cost_point(c, lo, nf)
     return _uniform_with_size(nf, full, bud, np.einsum("bi,bi->b", c, mc), mc)
@@ -752,7 +769,7 @@ def _solve_flat(
         status[at_floor] = "floor"
         todo &= ~at_floor
         deg = degenerate & todo
-        pi[deg] = np.minimum(1.0, bud[deg] / full[deg])[:, None]
+        pi[deg] = uniform_share(bud[deg], full[deg])[:, None]
         status[deg] = "degenerate"
         todo &= ~deg
         idx = np.flatnonzero(todo)

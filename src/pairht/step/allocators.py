@@ -38,6 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from pairht._validation import check_pi_min
+from pairht.allocation.solver import uniform_share
 from pairht.registry import Registry
 from pairht.step.inputs import StepInputs
 
@@ -185,11 +186,7 @@ def expected_cost(inputs: StepInputs, pi: np.ndarray) -> np.ndarray:
 
 def uniform_pi(inputs: StepInputs) -> np.ndarray:
     """``min(1, budget / sum_u c_u)`` on unfinished candidates, 1 on finished ones."""
-    full = inputs.full_cost
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(full > 0, np.minimum(1.0, inputs.budget / np.where(full > 0, full, 1.0)),
-                     1.0)
-    return np.where(inputs.finished, 1.0, t[:, None])
+    return np.where(inputs.finished, 1.0, uniform_share(inputs.budget, inputs.full_cost)[:, None])
 
 
 #: Options ``plan_continuations`` passes to every allocator; a rule that does not use one
