@@ -619,15 +619,15 @@ register_row(VertexRow(key="pair_energy", label="PAIR, Bernoulli, length-energy 
                        group="proxy", unbiased=True, proxy="length_energy"))
 # PAIR's fixed-size program at sizes n and n+1 (mixed) with conditional HT (the weights of the
 # size drawn; unavailable where a prompt affords no size of two)
-_MIXED = {"size": "auto", "estimator": "conditional_ht", "group": "fixed_size"}
-register_row(VertexRow(key="pair_cps", label="PAIR, conditional Poisson", unbiased=True,
-                       design="mixed_size:conditional_poisson", **_MIXED))
-register_row(VertexRow(key="pair_energy_cps", label="PAIR, length-energy, conditional Poisson",
-                       unbiased=True, proxy="length_energy",
-                       design="mixed_size:conditional_poisson", **_MIXED))
-register_row(VertexRow(key="pair_drr", label="PAIR, dependent rounding (rand. order)",
-                       unbiased=True, design="mixed_size:randomized_dependent_rounding",
-                       **_MIXED))
+for _key, _label, _proxy, _design in (
+        ("pair_cps", "PAIR, conditional Poisson", None, "conditional_poisson"),
+        ("pair_energy_cps", "PAIR, length-energy, conditional Poisson", "length_energy",
+         "conditional_poisson"),
+        ("pair_drr", "PAIR, dependent rounding (rand. order)", None,
+         "randomized_dependent_rounding")):
+    register_row(VertexRow(key=_key, label=_label, group="fixed_size", unbiased=True,
+                           proxy=_proxy, design=f"mixed_size:{_design}", size="auto",
+                           estimator="conditional_ht"))
 register_row(VertexRow(key="marginal_only_cps", label="Marginal-only, conditional Poisson",
                        group="fixed_size", design="mixed_size:conditional_poisson",
                        weighting="marginal_only", size="auto"))
