@@ -581,8 +581,8 @@ def allocate(
     iters = check_max_iter("max_iter", max_iter)
     a = edge_proxy(p, kind=proxy, score_norm=score_norm, energy=energy)
     b = shared_vertex_term(a) if cov else np.zeros(p.shape)
-    return solve_program(p, c, bud, a, b, lo, size=size, fallback=fb, warm_start=warm_start,
-                         tol=tol_, max_iter=iters)
+    # a and b are built here, valid by construction: the program's own checks are skipped
+    return _solve_checked(p, c, bud, lo, a, b, size, fb, warm_start, tol_, iters)
 
 
 def solve_program(
@@ -639,9 +639,16 @@ def solve_program(
                          f"{a.shape} and {b.shape}")
     if not (np.isfinite(a).all() and np.isfinite(b).all()) or a.min() < 0 or b.min() < 0:
         raise ValueError("a and b must be finite and nonnegative (expected energies)")
-    fb = check_flag("fallback", fallback)
-    tol_ = check_tol("tol", tol)
-    iters = check_max_iter("max_iter", max_iter)
+    return _solve_checked(p, c, bud, lo, a, b, size, check_flag("fallback", fallback),
+                          warm_start, check_tol("tol", tol), check_max_iter("max_iter", max_iter))
+
+
+def _solve_checked(p: np.ndarray, c: np.ndarray, bud: np.ndarray, lo: float, a: np.ndarray,
+                   b: np.ndarray, size: Any, fb: bool, warm_start: ArrayLike | None,
+                   tol_: float, iters: int) -> AllocationResult:
+    """:func:`solve_program` on checked arrays and options (:func:`allocate` builds ``a`` and
+    ``b`` itself and skips their checks)."""
+    batch, G = p.shape[:-1], p.shape[-1]
     warm = check_warm_start(warm_start, p.shape)
     auto = isinstance(size, str) and size == "auto"
     sizes = None if auto else resolve_sizes(size, c, bud, lo)
