@@ -6,6 +6,7 @@ error names the argument, the offending value and the rule that was broken.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -85,6 +86,85 @@ def as_real_array(name: str, x: object) -> np.ndarray:
     else:
         rule = "numeric (int or float)"
     raise TypeError(f"{name} must be {rule}; got dtype {arr.dtype}")
+
+
+def check_symmetric(name: str, x: np.ndarray, tol: float | np.ndarray, rule: str) -> np.ndarray:
+    r"""The one check that ``(..., G, G)`` matrices are symmetric: ``|x_ij - x_ji| <= tol``.
+
+    ``tol`` is a float or an array broadcasting against ``x`` (e.g. ``(P, 1, 1)``, one
+    tolerance per matrix). Returns the transpose (contiguous), which a caller that
+    symmetrises adds to ``x`` without reading it strided again. A failure is a ``ValueError``
+    naming ``name``, the ``rule`` (``"rho_ij = rho_ji"``), the first offending entry, its
+    mirror and ``tol``.
+
+    Examples
+    --------
+    >>> check_symmetric("a", np.array([[0.0, 1.0], [1.0, 0.0]]), 0.0, "a_ij = a_ji").tolist()
+    [[0.0, 1.0], [1.0, 0.0]]
+    >>> check_symmetric("a", np.array([[0.0, 1.0], [2.0, 0.0]]), 1e-12, "a_ij = a_ji")
+    Traceback (most recent call last):
+    ...
+    ValueError: a must be symmetric (a_ij = a_ji); a[0, 1] = 1.0 but a[1, 0] = 2.0 (tolerance 1e-12)
+    """
+    transposed = np.ascontiguousarray(np.swapaxes(x, -1, -2))
+    gap = x - transposed
+    np.abs(gap, out=gap)
+    bad = gap > tol
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        swapped = (*where[:-2], where[-1], where[-2])
+        limit = np.broadcast_to(tol, x.shape)[where]
+        raise ValueError(f"{name} must be symmetric ({rule}); {name}{name_index(where)} = "
+                         f"{x[where].item()!r} but {name}{name_index(swapped)} = "
+                         f"{x[swapped].item()!r} (tolerance {float(limit):g})")
+    return transposed
+
+
+def check_real(
+    name: str, value: object, *, low: float, high: float, low_open: bool = True,
+    high_open: bool = False, rule: str = "",
+) -> float:
+    """Return ``value`` as a float in the interval ``(low, high]`` (openness configurable).
+
+    Booleans and non-numbers raise ``TypeError``; NaN, infinities and values outside the
+    interval raise ``ValueError``.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number; got {value!r} ({type(value).__name__})")
+    v = float(value)
+    below = v <= low if low_open else v < low
+    above = v >= high if high_open else v > high
+    if not math.isfinite(v) or below or above:
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        extra = f" ({rule})" if rule else ""
+        raise ValueError(f"{name} must be a finite number in {interval}{extra}; got {value!r}")
+    return v
+
+
+def check_pi_min(pi_min: object) -> float:
+    """The probability floor: a real number in ``(0, 1]``."""
+    return check_real("pi_min", pi_min, low=0.0, high=1.0,
+                      rule="the positivity floor of every continuation probability")
+
+
+def check_budget_ratio(budget_ratio: float, pi_min: float) -> None:
+    """The one rule tying a suffix budget ratio to the probability floor: every unfinished
+    candidate is kept with probability at least ``pi_min``, so the floor alone costs ``pi_min``
+    of their suffix tokens and ``budget_ratio >= pi_min``.
+
+    Examples
+    --------
+    >>> check_budget_ratio(0.5, 0.08)
+    >>> check_budget_ratio(0.05, 0.08)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: budget_ratio must be at least pi_min (...); got budget_ratio = 0.05 < pi_min = 0.08
+    """
+    if budget_ratio < pi_min:
+        raise ValueError(f"budget_ratio must be at least pi_min (every unfinished candidate is "
+                         f"kept with probability >= pi_min, so the floor alone costs pi_min of "
+                         f"their suffix tokens); got budget_ratio = {budget_ratio!r} < pi_min = "
+                         f"{pi_min!r}")
 
 
 def check_finite(name: str, x: ArrayLike) -> np.ndarray:

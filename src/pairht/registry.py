@@ -101,6 +101,10 @@ class Registry(Mapping[str, T], Generic[T]):
         del self._entries[name]
         del self._caps[name]
 
+    def __delitem__(self, name: str) -> None:
+        """``del registry[name]``: :meth:`unregister`."""
+        self.unregister(name)
+
     def _make_caps(self, name: str, capabilities: dict[str, Any]) -> Any:
         fields = {f.name for f in dataclasses.fields(self._caps_type)}
         unknown = sorted(set(capabilities) - fields)

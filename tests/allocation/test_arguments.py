@@ -7,8 +7,6 @@ raise ``TypeError``; wrong values raise ``ValueError``.
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
@@ -28,6 +26,7 @@ from pairht.allocation import (
     uniform_allocation,
     water_fill,
 )
+from shared import peak_bytes
 
 P = [0.1, 0.5, 0.9, 0.5]
 C = [100.0, 400.0, 200.0, 300.0]
@@ -246,15 +245,6 @@ def test_baselines_name_their_arguments():
 
 
 # ------------------------------------------------------------------ issue: new user's findings
-def _peak_bytes(fn):
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 BIG_G = 100_000  # its G x G float64 table is 74.5 GiB: numpy raised MemoryError deep inside
 
 
@@ -276,7 +266,7 @@ def test_a_group_too_large_for_memory_is_refused_by_name_before_allocating(call)
             call(p, c)
 
     # refused up front: a few copies of the (G,) inputs, not a slice of the table
-    assert _peak_bytes(refused) < 16 * 2**20
+    assert peak_bytes(refused) < 16 * 2**20
 
 
 def test_the_limit_counts_every_problem_of_a_batch(monkeypatch):

@@ -14,6 +14,7 @@ from pairht.audit import comparator_rows as cr
 from pairht.audit.rows import ROWS
 from pairht.comparators import COMPARATORS, dppo_keep_probabilities
 from pairht.estimators import pair_gradient, pair_ht_gradient
+from shared import srswor_support
 
 
 def _population(seed: int = 3, P: int = 3, G: int = 4) -> Population:
@@ -25,17 +26,6 @@ def _population(seed: int = 3, P: int = 3, G: int = 4) -> Population:
     return Population(p_hat=base.p_hat, c_hat=base.c_hat, rewards=base.rewards,
                       costs=base.costs, prefix_len=base.prefix_len, scores=base.scores,
                       finished=fin)
-
-
-def _support_srswor(k: int, fin: np.ndarray):
-    """Every sample of SRSWOR of k unfinished candidates (finished in), equally likely."""
-    unf = np.flatnonzero(~fin)
-    out = []
-    for chosen in itertools.combinations(unf, k):
-        m = fin.copy()
-        m[list(chosen)] = True
-        out.append(m)
-    return np.array(out), np.full(len(out), 1.0 / len(out))
 
 
 def _support_bernoulli(pi: np.ndarray):
@@ -75,7 +65,7 @@ def _support(key: str, pop: Population, plan, q: int):
     U = int((~fin).sum())
     k = round(float(plan_pi[q][~fin].sum())) if U else 0
     assert np.allclose(plan_pi[q][~fin], k / max(U, 1), rtol=0, atol=1e-15)  # equal pi
-    return _support_srswor(k, fin)
+    return srswor_support(fin, k)
 
 
 def test_rows_are_registered_by_importing_the_module():

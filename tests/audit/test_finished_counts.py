@@ -12,7 +12,6 @@ largest estimate over the support (float64 sums of at most 2**5 terms).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from pairht.audit import ROWS, AuditConfig, run_audit, synthetic_population
 from pairht.audit import comparator_rows as cr
 from pairht.estimators import difference_advantages, pair_estimate, pair_gradient
+from shared import bernoulli_support, srswor_support
 
 G = 5
 FINISHED_COUNTS = (0, 1, G - 2, G - 1, G)
@@ -64,15 +64,8 @@ def _written_out_srswor(pi_row, fin):
     unf = np.flatnonzero(~fin)
     k = round(float(pi_row[unf].sum())) if unf.size else 0
     if unf.size and k < 2:
-        masks = np.array(list(itertools.product([False, True], repeat=G)))
-        probs = np.prod(np.where(masks, pi_row, 1.0 - pi_row), axis=1)
-        return masks[probs > 0], probs[probs > 0]
-    masks = []
-    for chosen in itertools.combinations(unf, k):
-        m = fin.copy()
-        m[list(chosen)] = True
-        masks.append(m)
-    return np.array(masks), np.full(len(masks), 1.0 / len(masks))
+        return bernoulli_support(pi_row)
+    return srswor_support(fin, k)
 
 
 @pytest.mark.parametrize("key", ENUMERATED)

@@ -59,3 +59,27 @@ def test_a_row_whose_module_is_missing_is_reported_not_fatal():
         assert res.row("pair").ok
     finally:
         del ROWS["test_missing"]
+
+
+def test_rows_are_data_of_a_few_families():
+    import dataclasses
+
+    families = {type(r).__name__ for r in ROWS.values()}
+    assert families == {"VertexRow", "EdgeRow", "SmallGroupGRPO", "ChoiceRow", "TwoStageRow",
+                        "ComparatorRow", "DPPORow"}
+    row = ROWS["pair_cps"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.weighting = "hajek"  # type: ignore[misc]
+    assert (row.allocation, row.design, row.estimator, row.weighting, row.size) == (
+        "pair", "mixed_size:conditional_poisson", "conditional_ht", "exact", "auto")
+    widths = {k: r.width for k, r in ROWS.items() if r.width != "all"}
+    assert widths == {"grpo_small": "none", "pair_width": "auto", "default": "auto",
+                      "pair_dr_narrow": "subset"}
+
+
+def test_register_row_refuses_a_bad_group_and_a_non_row():
+    with pytest.raises(ValueError, match="group must be one of"):
+        register_row(VertexRow(key="test_bad_group", label="x", group="nope"))
+    with pytest.raises(TypeError, match="takes an AuditRow"):
+        register_row(object())  # type: ignore[arg-type]
+    assert "test_bad_group" not in ROWS

@@ -6,6 +6,8 @@ import itertools
 
 import numpy as np
 
+import shared
+
 
 def feasible_allocations(lower, upper, total):
     """Every integer vector ``lower <= n <= upper`` with ``sum(n) <= total``."""
@@ -15,26 +17,12 @@ def feasible_allocations(lower, upper, total):
 
 def srswor_support(finished_row, k):
     """All ``(mask, prob)`` of SRSWOR of ``k`` unfinished units, finished always in."""
-    idx = np.flatnonzero(~finished_row)
-    combos = list(itertools.combinations(idx, k))
-    out = []
-    for c in combos:
-        m = finished_row.copy()
-        m[list(c)] = True
-        out.append((m, 1.0 / len(combos)))
-    return out
+    return list(zip(*shared.srswor_support(finished_row, k), strict=True))
 
 
 def bernoulli_support(p):
     """All ``(mask, prob)`` of independent Bernoulli(p_i) draws (prob-0 masks dropped)."""
-    p = np.asarray(p, dtype=float)
-    out = []
-    for bits in itertools.product((False, True), repeat=p.size):
-        m = np.array(bits)
-        prob = float(np.prod(np.where(m, p, 1.0 - p)))
-        if prob > 0:
-            out.append((m, prob))
-    return out
+    return list(zip(*shared.bernoulli_support(p), strict=True))
 
 
 def moments(support, G):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
@@ -15,6 +13,7 @@ from pairht.designs import (
     RandomizedDependentRounding,
     make_design,
 )
+from shared import peak_bytes
 
 KINDS = sorted(DESIGNS)
 GOOD = [0.5, 0.5, 0.25, 0.75]
@@ -195,15 +194,6 @@ def test_support_limit_and_ragged_index_sets_are_refused_by_name():
 
 
 # ------------------------------------------------------------------ tables beyond memory
-def _peak_bytes(fn):
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 BIG_N = 100_000  # N x N float64 is 74.5 GiB; CPS's (N + 1) x (n + 1) tables 37 GiB
 
 
@@ -225,7 +215,7 @@ def test_tables_beyond_the_memory_limit_are_refused_by_name_before_allocating(ca
         with pytest.raises(ValueError, match=match):
             call(pi)
 
-    assert _peak_bytes(refused) < 64 * 2**20  # the (N,) vectors, not a table
+    assert peak_bytes(refused) < 64 * 2**20  # the (N,) vectors, not a table
 
 
 def test_a_sample_size_beyond_the_memory_limit_is_refused_by_name(monkeypatch):
@@ -244,7 +234,7 @@ def test_the_randomized_mixture_sums_its_joints_without_stacking_them():
     want = np.mean([p.joint() for p in d.parts], axis=0)
     got = d.joint()
     np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
-    peak = _peak_bytes(d.joint)
+    peak = peak_bytes(d.joint)
     assert peak < 6 * 8 * 400**2, peak  # a few tables, not K = 16 of them
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -25,19 +24,11 @@ from pairht.estimators import (
     pair_ht_gradient,
 )
 from pairht.estimators import covariance as cov_mod
+from shared import peak_bytes
 
 from ._support import independent_joint
 
 EPS = 2.0**-53
-
-
-def _peak_bytes(fn):
-    tracemalloc.start()
-    try:
-        fn()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 # ------------------------------------------------------------------ covariance memory
@@ -56,7 +47,7 @@ def test_covariance_beyond_the_table_limit_is_refused_before_allocating():
             design_covariance(r, s, design)
 
     # refused up front: the joint and scores only, not the 0.5 GiB table nor its rows
-    assert _peak_bytes(call) < 16 * 2**20
+    assert peak_bytes(call) < 16 * 2**20
 
 
 def test_srswor_covariance_at_large_G_needs_no_table():
@@ -65,7 +56,7 @@ def test_srswor_covariance_at_large_G_needs_no_table():
     rng = np.random.default_rng(1)
     r, s = rng.random(g), rng.normal(size=(g, 2))
     out = {}
-    peak = _peak_bytes(lambda: out.setdefault("cov", design_covariance(r, s, design)))
+    peak = peak_bytes(lambda: out.setdefault("cov", design_covariance(r, s, design)))
     assert peak < 64 * 2**20, peak  # a few (G, G) matrices, not C(G, 4) values
     sigma = out["cov"].advantage_covariance  # a covariance matrix: symmetric, PSD
     assert np.array_equal(sigma, sigma.T)

@@ -22,8 +22,6 @@ must agree with the step's plan.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
@@ -35,6 +33,7 @@ from pairht.designs.registry import STEP_ALIASES, step_design_kind
 from pairht.estimators import pair_gradient, pair_ht_gradient
 from pairht.estimators.difference import difference_advantages
 from pairht.step import ALLOCATORS, StepInputs, allocator_names, plan_continuations
+from shared import bernoulli_support, srswor_support
 
 G = 5
 FINISHED_COUNTS = (0, 1, G - 2, G - 1)
@@ -161,7 +160,7 @@ def test_an_anchor_pair_makes_every_rule_unbiased_even_without_continuations(nam
 @pytest.mark.parametrize("name", allocator_names())
 def test_a_size_is_taken_by_the_program_rules_and_refused_by_every_other(name, captured):
     inputs, rewards, scores = _batch(3)
-    if getattr(ALLOCATORS[name], "takes_size", False):
+    if ALLOCATORS.capabilities(name).takes_size:
         for size in (None, 2):
             del captured[:]
             plan = plan_continuations(inputs, allocator=name, rng=3, size=size)
@@ -178,18 +177,10 @@ def _comparator_support(name, info, pi, fin):
     """Every sample of comparator ``name``'s design of one group, written out here."""
     if name == "dppo":
         return np.ones((1, G), dtype=bool), np.ones(1)
-    unf = np.flatnonzero(~fin)
     k = int(info["k"]) if name in PROMPT_LEVEL else None
     if name == "pair_joint" or (k is not None and k < 2):  # Bernoulli at pi (k/U below two)
-        masks = np.array(list(itertools.product([False, True], repeat=G)))
-        probs = np.prod(np.where(masks, pi, 1.0 - pi), axis=1)
-        return masks[probs > 0], probs[probs > 0]
-    masks = []
-    for chosen in itertools.combinations(unf, k):
-        m = fin.copy()
-        m[list(chosen)] = True
-        masks.append(m)
-    return np.array(masks), np.full(len(masks), 1.0 / len(masks))
+        return bernoulli_support(pi)
+    return srswor_support(fin, k)
 
 
 def _floor(name, inputs, min_rollouts):

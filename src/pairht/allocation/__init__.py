@@ -4,7 +4,12 @@
 prompt groups; ``reference_slsqp`` is the appendix's SLSQP reference kept for comparison.
 """
 
-from pairht.allocation.baselines import pointwise_allocation, uniform_allocation, water_fill
+from pairht.allocation.baselines import (
+    fill_to_budget,
+    pointwise_allocation,
+    uniform_allocation,
+    water_fill,
+)
 from pairht.allocation.designs import DESIGN_KINDS, design_for
 from pairht.allocation.diagnostics import AllocationDiagnostics, diagnostics
 from pairht.allocation.kkt import estimate_multipliers, kkt_residual, proxy_gradient, proxy_value
@@ -15,6 +20,7 @@ from pairht.allocation.solver import (
     AllocationResult,
     allocate,
     auto_size,
+    solve_program,
     validate_costs,
     validate_problem,
 )
@@ -32,12 +38,14 @@ __all__ = [
     "disagreement",
     "edge_proxy",
     "estimate_multipliers",
+    "fill_to_budget",
     "kkt_residual",
     "largest_affordable_size",
     "pointwise_allocation",
     "proxy_gradient",
     "proxy_value",
     "reference_slsqp",
+    "solve_program",
     "uniform_allocation",
     "validate_costs",
     "validate_problem",

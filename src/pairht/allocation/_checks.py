@@ -7,13 +7,10 @@ what is computed (``fallback="no"`` is truthy to Python but is refused here).
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_finite, check_int
+from pairht._validation import check_finite, check_int, check_real
 
 
 def check_flag(name: str, value: object) -> bool:
@@ -25,33 +22,6 @@ def check_flag(name: str, value: object) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     raise TypeError(f"{name} must be True or False; got {value!r} ({type(value).__name__})")
-
-
-def check_real(
-    name: str, value: object, *, low: float, high: float, low_open: bool = True,
-    high_open: bool = False, rule: str = "",
-) -> float:
-    """Return ``value`` as a float in the interval ``(low, high]`` (openness configurable).
-
-    Booleans and non-numbers raise ``TypeError``; NaN, infinities and values outside the
-    interval raise ``ValueError``.
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number; got {value!r} ({type(value).__name__})")
-    v = float(value)
-    below = v <= low if low_open else v < low
-    above = v >= high if high_open else v > high
-    if not math.isfinite(v) or below or above:
-        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-        extra = f" ({rule})" if rule else ""
-        raise ValueError(f"{name} must be a finite number in {interval}{extra}; got {value!r}")
-    return v
-
-
-def check_pi_min(pi_min: object) -> float:
-    """The probability floor: a real number in ``(0, 1]``."""
-    return check_real("pi_min", pi_min, low=0.0, high=1.0,
-                      rule="the positivity floor of every continuation probability")
 
 
 def check_tol(name: str, tol: object) -> float:

@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pairht._validation import check_finite
-from pairht.allocation.solver import validate_costs, validate_problem
+from pairht.allocation.solver import uniform_share, validate_costs, validate_problem
 
 
 def water_fill(w: ArrayLike, c: ArrayLike, budget: ArrayLike, pi_min: float) -> np.ndarray:
@@ -47,21 +47,39 @@ def water_fill(w: ArrayLike, c: ArrayLike, budget: ArrayLike, pi_min: float) -> 
     if np.any(w < 0):
         raise ValueError(f"w must be nonnegative (allocation weights); got min "
                          f"{float(w.min())!r}")
-    return _water_fill(w, c, budget, pi_min)
+    return fill_to_budget(w, c, budget, pi_min)
 
 
-def _water_fill(w: np.ndarray, c: np.ndarray, budget: np.ndarray, pi_min: float) -> np.ndarray:
-    """:func:`water_fill` on validated flat arrays."""
+def fill_to_budget(w: np.ndarray, c: np.ndarray, budget: np.ndarray,
+                   floor: float | np.ndarray) -> np.ndarray:
+    r"""The water-filling of :func:`water_fill` on checked flat arrays: Neyman's allocation
+    ``pi_i = clip(t w_i, floor_i, 1)`` at the ``t`` that spends ``budget``, the one
+    implementation every Neyman-type rule calls.
+
+    The arguments are trusted (callers validate them): ``w`` ``(m, G)`` finite and
+    nonnegative, ``c`` ``(m, G)`` finite and nonnegative (a zero-cost unit is free),
+    ``budget`` ``(m,)`` at least ``sum_i c_i floor_i``, ``floor`` a float or ``(m, G)`` in
+    ``[0, 1]`` (``0`` allowed: no floor). Units with ``w_i = 0`` stay at their floor unless
+    the others are all at 1, when the rest of the budget lifts them by one common amount.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> fill_to_budget(np.array([[1.0, 3.0]]), np.array([[100.0, 100.0]]), np.array([100.0]),
+    ...                0.0).tolist()
+    [[0.25, 0.75]]
+    """
     m, G = c.shape
+    lo = np.broadcast_to(np.asarray(floor, dtype=np.float64), (m, G))
     budget = np.minimum(budget, c.sum(axis=1))
     pos = w > 0
-    with np.errstate(divide="ignore"):
-        bps = np.concatenate([np.where(pos, pi_min / w, np.inf), np.where(pos, 1.0 / w, np.inf)],
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bps = np.concatenate([np.where(pos, lo / w, np.inf), np.where(pos, 1.0 / w, np.inf)],
                              axis=1)
     bps = np.sort(bps, axis=1)
     bps_f = np.where(np.isfinite(bps), bps, 0.0)
     # Cost at every breakpoint, (m, 2G): O(G^2) per problem, vectorised.
-    lv = np.clip(bps_f[:, :, None] * w[:, None, :], pi_min, 1.0)
+    lv = np.clip(bps_f[:, :, None] * w[:, None, :], lo[:, None, :], 1.0)
     cost_bp = np.einsum("mkg,mg->mk", lv, c)
     cost_bp = np.where(np.isfinite(bps), cost_bp, np.inf)
     k = np.sum(cost_bp <= budget[:, None], axis=1) - 1  # last breakpoint at or under budget
@@ -69,24 +87,24 @@ def _water_fill(w: np.ndarray, c: np.ndarray, budget: np.ndarray, pi_min: float)
     tk = bps_f[np.arange(m), k]
     ck = cost_bp[np.arange(m), k]
     # Units strictly inside the box on the segment, judged at its midpoint: at a breakpoint
-    # itself, (pi_min / w) * w can round below pi_min.
+    # itself, (floor / w) * w can round below the floor.
     tn = bps[np.arange(m), np.minimum(k + 1, 2 * G - 1)]
     tmid = np.where(np.isfinite(tn) & (tn > tk), 0.5 * (tk + tn), 2.0 * tk + 1.0)
-    mid = pos & (tmid[:, None] * w > pi_min) & (tmid[:, None] * w < 1.0)
+    mid = pos & (tmid[:, None] * w > lo) & (tmid[:, None] * w < 1.0)
     slope = np.sum(np.where(mid, c * w, 0.0), axis=1)
-    below = budget < cost_bp[:, 0]  # budget before the first breakpoint: all at pi_min
+    below = budget < cost_bp[:, 0]  # budget before the first breakpoint: all at the floor
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(slope > 0, tk + (budget - ck) / slope, tk)
     t = np.where(below, 0.0, t)
-    pi = np.where(pos, np.clip(t[:, None] * w, pi_min, 1.0), pi_min)
-    # Remainder (only when every positive-weight unit is at 1): uniform over zero-weight units.
+    pi = np.where(pos, np.clip(t[:, None] * w, lo, 1.0), lo)
+    # Remainder (only when every positive-weight unit is at 1): over the zero-weight units.
     rest = budget - np.einsum("mg,mg->m", c, pi)
     zero_c = np.sum(np.where(pos, 0.0, c), axis=1)
     # A positive remainder beyond rounding means the positive-weight units are saturated.
     need = (rest > 1e-13 * budget) & (zero_c > 0)
     if need.any():
-        lvl = np.minimum(1.0, pi_min + rest[need] / zero_c[need])
-        pi[need] = np.where(pos[need], pi[need], lvl[:, None])
+        lvl = np.minimum(1.0, lo[need] + (rest[need] / zero_c[need])[:, None])
+        pi[need] = np.where(pos[need], pi[need], lvl)
     return pi
 
 
@@ -109,7 +127,7 @@ def uniform_allocation(c_hat: ArrayLike, budget: ArrayLike, pi_min: float = 0.08
     [0.5, 0.5]
     """
     c, bud, _lo = validate_costs(c_hat, budget, pi_min)
-    t = np.minimum(1.0, bud / c.sum(axis=-1))
+    t = uniform_share(bud, c.sum(axis=-1))
     return np.broadcast_to(t[..., None], c.shape).copy()
 
 
@@ -131,5 +149,5 @@ def pointwise_allocation(
     p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
     G = c.shape[-1]
     w = np.sqrt(p * (1.0 - p) / c)
-    pi = _water_fill(w.reshape(-1, G), c.reshape(-1, G), bud.reshape(-1), lo)
+    pi = fill_to_budget(w.reshape(-1, G), c.reshape(-1, G), bud.reshape(-1), lo)
     return pi.reshape(c.shape)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from numpy.typing import ArrayLike
 
 from pairht._validation import check_integer_sum, check_probabilities
@@ -17,7 +16,9 @@ DESIGN_KINDS: tuple[str, ...] = tuple(DESIGNS)
 
 
 def design_for(pi: ArrayLike, kind: str = "bernoulli", **kwargs: Any) -> Design:
-    r"""The sampling design with first-order inclusion probabilities ``pi``.
+    r"""The sampling design with first-order inclusion probabilities ``pi``:
+    :func:`pairht.designs.make_design` after the allocation's own check (a fixed-size design
+    takes the integer ``sum(pi)`` of an allocation solved at that size).
 
     ``"bernoulli"`` gives the paper's main design (``rho_ij = pi_i pi_j``). The fixed-size
     kinds (``"conditional_poisson"``, ``"dependent_rounding"``,
@@ -50,16 +51,15 @@ def design_for(pi: ArrayLike, kind: str = "bernoulli", **kwargs: Any) -> Design:
     ...
     ValueError: pi must sum to an integer ...
     """
-    if not isinstance(kind, str) or kind not in DESIGNS:
-        raise ValueError(f"kind must be one of {sorted(DESIGNS)}; got {kind!r}")
+    DESIGNS.check("kind", kind)
     arr = check_probabilities("pi", pi)
     if arr.ndim != 1:
         raise ValueError(f"pi must be a 1-d array (one group), shape (G,); got shape {arr.shape}. "
                          f"Build one design per row of a batch.")
-    if DESIGNS[kind].fixed_size:
+    if DESIGNS.capabilities(kind).fixed_size:
         check_integer_sum(
             "pi", arr,
             hint=(f"The {kind!r} design has a fixed sample size n = sum(pi); solve the "
                   f"allocation with allocate(..., size=n) or size='auto' so that sum(pi) is "
                   f"an integer, or use kind='bernoulli'."))
-    return make_design(kind, np.array(arr), **kwargs)
+    return make_design(kind, arr, **kwargs)

@@ -12,7 +12,7 @@ from pairht.allocation._checks import broadcast_budget, check_flag
 from pairht.allocation.kkt import _value
 from pairht.allocation.proxies import check_energy, covariance_term
 from pairht.allocation.solver import AllocationResult
-from pairht.estimators._inputs import check_joint, n_pairs
+from pairht.estimators import check_joint, n_pairs
 
 
 @dataclasses.dataclass(frozen=True)

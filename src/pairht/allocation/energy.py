@@ -36,6 +36,7 @@ from numpy.typing import ArrayLike
 
 from pairht._validation import check_finite, check_probabilities
 from pairht.allocation.proxies import disagreement
+from pairht.allocation.solver import solve_program
 
 #: Registry name of this proxy (``proxy="length_energy"`` in the audit and the step).
 NAME = "length_energy"
@@ -99,67 +100,6 @@ def length_energy(p_hat: ArrayLike, total_len: ArrayLike) -> tuple[np.ndarray, n
     b = 0.5 * m2 * (p * second_symmetric_others(1.0 - p)
                     + (1.0 - p) * second_symmetric_others(p))
     return a, b
-
-
-def solve_program(
-    p_hat: ArrayLike,
-    c_hat: ArrayLike,
-    budget: ArrayLike,
-    a: np.ndarray,
-    b: np.ndarray,
-    pi_min: float = 0.08,
-    *,
-    size: int | str | ArrayLike | None = None,
-    fallback: bool = False,
-    warm_start: ArrayLike | None = None,
-    tol: float = 1e-8,
-    max_iter: int = 100,
-) -> Any:
-    r"""PAIR's program with a given edge proxy ``a`` *and* shared-vertex term ``b``.
-
-    ``min sum_{i<j} a_ij / (pi_i pi_j) + sum_i b_i / pi_i`` s.t. ``sum_i c_i pi_i <= budget``,
-    ``pi_min <= pi_i <= 1`` [, ``sum_i pi_i = n``]: the program of
-    :func:`pairht.allocation.allocate` (same solver, closed-form cases, tie-breaks and
-    fallback), whose public signature derives ``b`` from ``a`` and so cannot take a ``b``
-    computed directly (:func:`length_energy`) or one with finished candidates folded in.
-
-    Parameters
-    ----------
-    p_hat, c_hat : (..., G) array_like     as in ``allocate`` (``p_hat`` only validated)
-    budget : float or (...) array_like
-    a : (..., G, G) ndarray                symmetric, nonnegative, zero diagonal
-    b : (..., G) ndarray                   nonnegative
-    pi_min, size, fallback, warm_start, tol, max_iter : as in ``allocate``
-
-    Returns
-    -------
-    pairht.allocation.AllocationResult
-    """
-    from pairht.allocation.solver import (
-        AllocationResult,
-        _solve_flat,
-        check_warm_start,
-        resolve_sizes,
-        validate_problem,
-    )
-
-    p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
-    batch, G = p.shape[:-1], p.shape[-1]
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    if a.shape != (*batch, G, G) or b.shape != p.shape:
-        raise ValueError(f"a must have shape {(*batch, G, G)} and b shape {p.shape}; got "
-                         f"{a.shape} and {b.shape}")
-    if not (np.isfinite(a).all() and np.isfinite(b).all()) or a.min() < 0 or b.min() < 0:
-        raise ValueError("a and b must be finite and nonnegative (expected energies)")
-    warm = check_warm_start(warm_start, p.shape)
-    m = int(np.prod(batch, dtype=np.int64))
-    sizes = resolve_sizes(size, c, bud, lo)
-    out = _solve_flat(p.reshape(m, G), c.reshape(m, G), bud.reshape(m), lo, a.reshape(m, G, G),
-                      b.reshape(m, G), None if warm is None else warm.reshape(m, G),
-                      None if sizes is None else sizes.reshape(m), fallback, float(tol),
-                      int(max_iter))
-    return AllocationResult.from_flat(out, batch, G)
 
 
 def allocate_length_energy(

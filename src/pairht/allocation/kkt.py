@@ -19,8 +19,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_finite
-from pairht.allocation._checks import check_pi_min, check_real
+from pairht._validation import check_finite, check_pi_min, check_real
 from pairht.allocation.proxies import check_energy
 
 

@@ -9,16 +9,36 @@ vertex for the covariance of the edges it shares (section "Graph-coupled probabi
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_finite, check_probabilities, check_table_size
+from pairht._validation import (
+    check_finite,
+    check_probabilities,
+    check_symmetric,
+    check_table_size,
+)
+from pairht.registry import Registry
 
 ProxyKind = Literal["disagreement", "score_norm", "energy"]
-PROXY_KINDS: tuple[str, ...] = ("disagreement", "score_norm", "energy")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProxyCapabilities:
+    """What an edge proxy reads besides ``p_hat``: ``needs`` names the keyword of
+    :func:`edge_proxy` it requires (``"score_norm"``, ``"energy"``) or is ``None``."""
+
+    needs: str | None = None
+
+
+#: name -> ``proxy(p, extra) -> (..., G, G)``, with ``p`` the checked ``p_hat`` and ``extra``
+#: the array its capability ``needs`` names (``None`` when it needs none).
+PROXIES: Registry[Callable[[np.ndarray, Any], np.ndarray]] = Registry("proxy", ProxyCapabilities)
 
 
 def check_pair_table_size(shape: tuple[int, ...], name: str = "p_hat") -> None:
@@ -86,14 +106,10 @@ def check_energy(
         raise ValueError(f"{name} must be nonnegative (it proxies E||h_ij||^2); "
                          f"{name}[{', '.join(map(str, idx))}] = {e[idx]!r}")
     # Exact symmetry up to rounding of whoever computed it: 1e-12 relative to the largest entry.
-    asym = np.abs(e - np.swapaxes(e, -1, -2))
-    tol = 1e-12 * max(float(np.max(e, initial=0.0)), 1e-300)
-    if np.any(asym > tol):
-        idx = tuple(int(i) for i in np.argwhere(asym > tol)[0])
-        raise ValueError(f"{name} must be symmetric (a_ij = a_ji); at index {idx} the entries "
-                         f"differ by {asym[idx]!r}")
+    transposed = check_symmetric(name, e, 1e-12 * max(float(np.max(e, initial=0.0)), 1e-300),
+                                 "a_ij = a_ji")
     g = e.shape[-1]
-    e = 0.5 * (e + np.swapaxes(e, -1, -2))
+    e = 0.5 * (e + transposed)
     e[..., np.arange(g), np.arange(g)] = 0.0
     return e
 
@@ -131,27 +147,46 @@ def edge_proxy(
     """
     p = check_probabilities("p_hat", p_hat)
     check_pair_table_size(p.shape)
-    if kind not in PROXY_KINDS:
-        raise ValueError(f"proxy/kind must be one of {PROXY_KINDS}; got {kind!r}")
-    if kind != "score_norm" and score_norm is not None:
-        raise ValueError(f"score_norm is only used with kind='score_norm'; got kind={kind!r}")
-    if kind != "energy" and energy is not None:
-        raise ValueError(f"energy is only used with kind='energy'; got kind={kind!r}")
-    if kind == "disagreement":
-        return disagreement(p)
-    if kind == "score_norm":
-        if score_norm is None:
-            raise ValueError("kind='score_norm' needs score_norm (..., G), the predicted m_i")
-        m = check_finite("score_norm", score_norm)
-        if m.shape != p.shape:
-            raise ValueError(f"score_norm must have the shape of p_hat {p.shape}; got {m.shape}")
-        if np.any(m < 0):
-            raise ValueError(f"score_norm must be nonnegative (a norm); got min {m.min()!r}")
-        mm = m[..., :, None] + m[..., None, :]
-        return disagreement(p) * mm * mm / 4.0
-    if energy is None:
-        raise ValueError("kind='energy' needs energy (..., G, G), a pair-energy matrix")
+    PROXIES.check("proxy/kind", kind)
+    needs = PROXIES.capabilities(kind).needs
+    given = {"score_norm": score_norm, "energy": energy}
+    for key, value in given.items():
+        if key != needs and value is not None:
+            raise ValueError(f"{key} is only used with kind={key!r}; got kind={kind!r}")
+    if needs is not None and given[needs] is None:
+        raise ValueError(f"kind={kind!r} needs {needs}, "
+                         f"{NEEDS_DOC.get(needs, 'an array')}")
+    return PROXIES[kind](p, given[needs] if needs is not None else None)
+
+
+#: How :func:`edge_proxy` describes a missing input in its error.
+NEEDS_DOC = {"score_norm": "(..., G), the predicted m_i",
+             "energy": "(..., G, G), a pair-energy matrix"}
+
+
+@PROXIES.register("disagreement")
+def _disagreement_proxy(p: np.ndarray, _: Any) -> np.ndarray:
+    return disagreement(p)
+
+
+@PROXIES.register("score_norm", needs="score_norm")
+def _score_norm_proxy(p: np.ndarray, score_norm: Any) -> np.ndarray:
+    m = check_finite("score_norm", score_norm)
+    if m.shape != p.shape:
+        raise ValueError(f"score_norm must have the shape of p_hat {p.shape}; got {m.shape}")
+    if np.any(m < 0):
+        raise ValueError(f"score_norm must be nonnegative (a norm); got min {m.min()!r}")
+    mm = m[..., :, None] + m[..., None, :]
+    return disagreement(p) * mm * mm / 4.0
+
+
+@PROXIES.register("energy", needs="energy")
+def _energy_proxy(p: np.ndarray, energy: Any) -> np.ndarray:
     return check_energy(energy, shape=(*p.shape, p.shape[-1]))
+
+
+#: The proxy names (of :data:`PROXIES`).
+PROXY_KINDS: tuple[str, ...] = tuple(PROXIES)
 
 
 def covariance_term(a: ArrayLike) -> np.ndarray:

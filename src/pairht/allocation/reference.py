@@ -10,7 +10,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize
 
-from pairht.allocation._checks import check_flag, check_max_iter, check_real
+from pairht._validation import check_real
+from pairht.allocation._checks import check_flag, check_max_iter
 from pairht.allocation.kkt import _lstsq_multipliers, _residual, _value, estimate_multipliers
 from pairht.allocation.proxies import ProxyKind, edge_proxy
 from pairht.allocation.proxies import covariance_term as _covariance_term

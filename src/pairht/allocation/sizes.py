@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_finite
-from pairht.allocation._checks import broadcast_budget, check_pi_min
+from pairht._validation import check_finite, check_pi_min
+from pairht.allocation._checks import broadcast_budget
 
 #: Relative tolerance under which a budget counts as exactly a boundary cost (floor, least or
 #: largest cost of ``n`` units): the program is then solved on that boundary, and the point

@@ -24,12 +24,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_finite, check_probabilities
+from pairht._validation import check_finite, check_pi_min, check_probabilities
 from pairht.allocation._checks import (
     broadcast_budget,
     check_flag,
     check_max_iter,
-    check_pi_min,
     check_tol,
 )
 from pairht.allocation._ipm_kernel import ipm_batch
@@ -309,6 +308,23 @@ def resolve_sizes(
     return sizes
 
 
+def uniform_share(budget: ArrayLike, full: ArrayLike) -> np.ndarray:
+    r"""The uniform probability at a budget, ``min(1, budget / full)`` elementwise (1 where
+    ``full = 0``: nothing to pay for): the one formula of every uniform rule (the
+    ``uniform``/``srswor`` allocators, a group of one unfinished candidate, a symmetric
+    group, the solver's fallback and degenerate groups, :func:`uniform_allocation`).
+
+    Examples
+    --------
+    >>> uniform_share([200.0, 500.0, 3.0], [400.0, 400.0, 0.0]).tolist()
+    [0.5, 1.0, 1.0]
+    """
+    bud = np.asarray(budget, dtype=np.float64)
+    tot = np.asarray(full, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(tot > 0, np.minimum(1.0, bud / np.where(tot > 0, tot, 1.0)), 1.0)
+
+
 def uniform_fallback(
     c: np.ndarray, bud: np.ndarray, lo: float, n: np.ndarray | None
 ) -> np.ndarray:
@@ -317,7 +333,7 @@ def uniform_fallback(
     ``n / G`` where affordable, else its mix with the least-cost point (sum stays ``n``)."""
     full = c.sum(axis=1)
     if n is None:
-        return np.clip(np.minimum(1.0, bud / full), lo, 1.0)[:, None] * np.ones_like(c)
+        return np.clip(uniform_share(bud, full), lo, 1.0)[:, None] * np.ones_like(c)
     nf = n.astype(np.float64)
     mc = min_cost_point(c, lo, nf)
     return _uniform_with_size(nf, full, bud, np.einsum("bi,bi->b", c, mc), mc)
@@ -558,7 +574,6 @@ def allocate(
     ('optimal', True, 156.134)
     """
     p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
-    batch, G = p.shape[:-1], p.shape[-1]
     _check_proxy_kind(proxy)
     cov = check_flag("covariance_term", covariance_term)
     fb = check_flag("fallback", fallback)
@@ -566,6 +581,74 @@ def allocate(
     iters = check_max_iter("max_iter", max_iter)
     a = edge_proxy(p, kind=proxy, score_norm=score_norm, energy=energy)
     b = shared_vertex_term(a) if cov else np.zeros(p.shape)
+    # a and b are built here, valid by construction: the program's own checks are skipped
+    return _solve_checked(p, c, bud, lo, a, b, size, fb, warm_start, tol_, iters)
+
+
+def solve_program(
+    p_hat: ArrayLike,
+    c_hat: ArrayLike,
+    budget: ArrayLike,
+    a: ArrayLike,
+    b: ArrayLike,
+    pi_min: float = 0.08,
+    *,
+    size: int | str | ArrayLike | None = None,
+    fallback: bool = False,
+    warm_start: ArrayLike | None = None,
+    tol: float = 1e-8,
+    max_iter: int = 100,
+) -> AllocationResult:
+    r"""PAIR's program with a given edge proxy ``a`` *and* shared-vertex term ``b``.
+
+    ``min sum_{i<j} a_ij / (pi_i pi_j) + sum_i b_i / pi_i`` s.t. ``sum_i c_i pi_i <= budget``,
+    ``pi_min <= pi_i <= 1`` [, ``sum_i pi_i = n``]: the one solver of the package.
+    :func:`allocate` is this program with ``a`` from a named proxy and ``b`` derived from it;
+    call this one with a ``b`` computed directly
+    (:func:`pairht.allocation.energy.length_energy`) or with finished candidates folded in
+    (:mod:`pairht.step.pair_program`).
+
+    Parameters
+    ----------
+    p_hat, c_hat : (..., G) array_like     as in ``allocate`` (``p_hat`` only validated)
+    budget : float or (...) array_like
+    a : (..., G, G) array_like             symmetric, nonnegative, zero diagonal
+    b : (..., G) array_like                nonnegative
+    pi_min, size, fallback, warm_start, tol, max_iter : as in ``allocate``
+
+    Returns
+    -------
+    AllocationResult
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pairht.allocation.proxies import edge_proxy, shared_vertex_term
+    >>> p, c = np.array([0.1, 0.5, 0.9, 0.5]), np.array([100.0, 400.0, 200.0, 300.0])
+    >>> a = edge_proxy(p)
+    >>> res = solve_program(p, c, 500.0, a, shared_vertex_term(a))
+    >>> res.pi.round(3).tolist() == allocate(p, c, 500.0).pi.round(3).tolist()
+    True
+    """
+    p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
+    batch, G = p.shape[:-1], p.shape[-1]
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != (*batch, G, G) or b.shape != p.shape:
+        raise ValueError(f"a must have shape {(*batch, G, G)} and b shape {p.shape}; got "
+                         f"{a.shape} and {b.shape}")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()) or a.min() < 0 or b.min() < 0:
+        raise ValueError("a and b must be finite and nonnegative (expected energies)")
+    return _solve_checked(p, c, bud, lo, a, b, size, check_flag("fallback", fallback),
+                          warm_start, check_tol("tol", tol), check_max_iter("max_iter", max_iter))
+
+
+def _solve_checked(p: np.ndarray, c: np.ndarray, bud: np.ndarray, lo: float, a: np.ndarray,
+                   b: np.ndarray, size: Any, fb: bool, warm_start: ArrayLike | None,
+                   tol_: float, iters: int) -> AllocationResult:
+    """:func:`solve_program` on checked arrays and options (:func:`allocate` builds ``a`` and
+    ``b`` itself and skips their checks)."""
+    batch, G = p.shape[:-1], p.shape[-1]
     warm = check_warm_start(warm_start, p.shape)
     auto = isinstance(size, str) and size == "auto"
     sizes = None if auto else resolve_sizes(size, c, bud, lo)
@@ -693,7 +776,7 @@ def _solve_flat(
         status[at_floor] = "floor"
         todo &= ~at_floor
         deg = degenerate & todo
-        pi[deg] = np.minimum(1.0, bud[deg] / full[deg])[:, None]
+        pi[deg] = uniform_share(bud[deg], full[deg])[:, None]
         status[deg] = "degenerate"
         todo &= ~deg
         idx = np.flatnonzero(todo)

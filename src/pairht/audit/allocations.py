@@ -30,7 +30,7 @@ from scipy import optimize
 
 from pairht.audit.base import AuditConfig, RowUnavailable, finished_mask, suffix_costs
 from pairht.audit.population import Population
-from pairht.step import StepInputs, get_allocator, program_allocators
+from pairht.step import ALLOCATORS, StepInputs, get_allocator, program_allocators
 from pairht.step.pair_program import PROXIES as STEP_PROXIES
 
 #: Edge proxies a ``pair`` row can name (the step's, less a user-given energy matrix).
@@ -100,9 +100,10 @@ def allocation(name: str, pop: Population, scale: float, cfg: AuditConfig,
         if size is not None:
             raise ValueError(f"size applies to allocators {program_allocators()} only; got "
                              f"size={size!r} for {name!r}")
-        if getattr(allocator, "takes_score_norm", False) and pop.m_hat is not None:
+        caps = ALLOCATORS.capabilities(name)
+        if caps.takes_score_norm and pop.m_hat is not None:
             opts = {"score_norm": pop.m_hat}
-        if getattr(allocator, "takes_known_rewards", False):
+        if caps.takes_known_rewards:
             opts["known"] = pop.rewards  # read only where finished: known before the draw
     pi, info = allocator.pi(inputs, pi_min=cfg.pi_min, **opts)
     notes = []

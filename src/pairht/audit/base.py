@@ -22,6 +22,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
+from pairht._validation import check_budget_ratio
 from pairht.audit.population import Population
 from pairht.estimators import VARIANTS, token_counts
 
@@ -80,10 +81,7 @@ class AuditConfig:
             raise ValueError(f"budget_ratio must lie in (0, 1]; got {self.budget_ratio!r}")
         if not (0.0 < self.pi_min <= 1.0):
             raise ValueError(f"pi_min must lie in (0, 1]; got {self.pi_min!r}")
-        if self.budget_ratio < self.pi_min:
-            raise ValueError(f"budget_ratio must be at least pi_min (every unfinished candidate "
-                             f"is kept with probability >= pi_min); got budget_ratio = "
-                             f"{self.budget_ratio!r} < pi_min = {self.pi_min!r}")
+        check_budget_ratio(self.budget_ratio, self.pi_min)
         if self.n_orders < 1:
             raise ValueError(f"n_orders must be >= 1; got {self.n_orders!r}")
         if not (0.0 < self.alpha < 1.0):

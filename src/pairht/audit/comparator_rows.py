@@ -46,9 +46,11 @@ population does not record: DUET's row is phase 1 only.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from types import SimpleNamespace
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from types import MappingProxyType, SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +62,7 @@ from pairht.audit.base import (
     two_phase_accounting,
 )
 from pairht.audit.population import Population
-from pairht.audit.rows import ROWS, AuditRow, DefaultDesignRow, register_row
+from pairht.audit.rows import AuditRow, default_design_row, register_row
 from pairht.comparators import COMPARATORS, dppo_design, dppo_keep_probabilities, dppo_sample
 from pairht.designs import make_design
 from pairht.designs.base import Design, all_masks
@@ -113,6 +115,7 @@ def _nearest_rollouts(pi_of: Any, C: np.ndarray, target: float, n_max: int
     return best, pi_of(best)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class ComparatorRow(AuditRow):
     """A prompt-level comparator (``vip``, ``hora``, ``duet``): SRSWOR of ``k_b`` unfinished
     candidates per prompt at the nearest integer rollout budget; exact HT pair weights.
@@ -121,12 +124,13 @@ class ComparatorRow(AuditRow):
     one of :data:`HISTORIES` (or ``None``), ``options`` its extra options.
     """
 
-    group = "extra"
-    unbiased = True
-    cost_matched = False  # an integer rollout budget: the nearest, not the exact, target
-    comparator: ClassVar[str] = ""
-    history: ClassVar[str | None] = None
-    options: ClassVar[dict[str, Any]] = {}
+    unbiased: bool = True
+    cost_matched: bool = False  # an integer rollout budget: the nearest, not the exact, target
+    comparator: str = ""
+    history: str | None = None
+    #: The comparator's extra options (``min_rollouts = 2``: every group keeps a pair).
+    options: Mapping[str, Any] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({"min_rollouts": 2}))
 
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
         C = suffix_costs(pop)
@@ -158,56 +162,22 @@ class ComparatorRow(AuditRow):
                     **two_phase_accounting(pop))
 
 
-@register_row
-class VIPRow(ComparatorRow):
-    """VIP, history from the heads' predictions (PAIR's information)."""
-
-    key, label = "vip", "VIP (history: predictions)"
-    comparator, history, options = "vip", "predictions", {"min_rollouts": 2}
-
-
-@register_row
-class VIPOracleRow(ComparatorRow):
-    """VIP, history = the population's own rewards (an upper bound, not attainable)."""
-
-    key, label = "vip_oracle", "VIP (history: oracle rewards)"
-    comparator, history, options = "vip", "oracle", {"min_rollouts": 2}
-
-
-@register_row
-class HORARow(ComparatorRow):
-    """HORA (``min_rollouts=2``), history from the heads' predictions."""
-
-    key, label = "hora", "HORA (history: predictions)"
-    comparator, history, options = "hora", "predictions", {"min_rollouts": 2}
-
-
-@register_row
-class HORAOracleRow(ComparatorRow):
-    """HORA (``min_rollouts=2``), history = the population's own rewards (upper bound)."""
-
-    key, label = "hora_oracle", "HORA (history: oracle rewards)"
-    comparator, history, options = "hora", "oracle", {"min_rollouts": 2}
-
-
-@register_row
-class DUETRow(ComparatorRow):
-    """DUET phase 1: rollouts proportional to the surrogate of the group's mean ``p_hat``."""
-
-    key, label = "duet", "DUET (phase 1, surrogate from p_hat)"
-    comparator, options = "duet", {"min_rollouts": 2}
-
-
-@register_row
-class PairJointRow(DefaultDesignRow):
-    """``pair_joint``: the pooled budget split across prompts by PAIR's value curves, moved
-    from the per-prompt split only as far as a factor-``kappa`` error in every prompt's
-    predicted variance change keeps it no worse (:func:`pairht.comparators.joint.robust_split`),
-    then PAIR's default design within each group, as the step draws it; budget solved so the
-    realised cost matches exactly."""
-
-    key, label, group, unbiased = "pair_joint", "PAIR, joint budget across prompts", "extra", True
-    allocation = "pair_joint"
+# VIP and HORA with history from the heads' predictions (PAIR's information) and from the
+# population's own rewards (an upper bound, not attainable); DUET phase 1, rollouts
+# proportional to the surrogate of the group's mean p_hat
+for _name, _label in (("vip", "VIP"), ("hora", "HORA")):
+    register_row(ComparatorRow(key=_name, label=f"{_label} (history: predictions)",
+                               comparator=_name, history="predictions"))
+    register_row(ComparatorRow(key=f"{_name}_oracle", label=f"{_label} (history: oracle rewards)",
+                               comparator=_name, history="oracle"))
+register_row(ComparatorRow(key="duet", label="DUET (phase 1, surrogate from p_hat)",
+                           comparator="duet"))
+# pair_joint: the pooled budget split across prompts by PAIR's value curves, moved from the
+# per-prompt split only as far as a factor-kappa error in every prompt's predicted variance
+# change keeps it no worse (pairht.comparators.joint.robust_split), then PAIR's default design
+# within each group, as the step draws it; budget solved so the realised cost matches exactly
+register_row(default_design_row(key="pair_joint", label="PAIR, joint budget across prompts",
+                                group="extra", unbiased=True, allocation="pair_joint"))
 
 
 class PrunedBernoulli(Design):
@@ -245,15 +215,15 @@ class PrunedBernoulli(Design):
         return masks, probs
 
 
-@register_row
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class DPPORow(AuditRow):
     """DPPO: every candidate generated (full cost), pruned after rewards, exact HT weights."""
 
-    cost_matched = False  # generates everything: tokens are the full cost at any budget
-    keeps_finished = False  # pruning is after rewards, finished candidates included
-
-    key, label, group, unbiased = "dppo", "DPPO (all generated, pruned after rewards)", \
-        "extra", True
+    cost_matched: bool = False  # generates everything: tokens are the full cost at any budget
+    keeps_finished: bool = False  # pruning is after rewards, finished candidates included
+    key: str = "dppo"
+    label: str = "DPPO (all generated, pruned after rewards)"
+    unbiased: bool = True
 
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
         t0 = time.perf_counter()
@@ -273,5 +243,7 @@ class DPPORow(AuditRow):
                     **two_phase_accounting(pop))
 
 
-#: The comparator rows, in table order: the keys this module registered, read off the registry.
-COMPARATOR_ROWS = tuple(key for key, row in ROWS.items() if type(row).__module__ == __name__)
+register_row(DPPORow())
+
+#: The comparator rows, in table order.
+COMPARATOR_ROWS = ("vip", "vip_oracle", "hora", "hora_oracle", "duet", "pair_joint", "dppo")

@@ -339,7 +339,7 @@ def conditional_moments(row: Any, plan: Plan, pop: Population, L: np.ndarray) ->
     bias = np.zeros((P, d))
     mse = np.zeros(P)
     vertices, edges, tokens = expected_counts(plan, joint)
-    empty = bool(getattr(row, "empty_below_two", False))
+    empty = row.empty_below_two
     for q in range(P):
         for w, comp, weighter in conditional_parts(designs[q], empty):
             if weighter is None:

@@ -358,7 +358,7 @@ def draw_conditional_row(row: Any, plan: Plan, pop: Population, L: np.ndarray, q
     t0 = time.perf_counter()
     masks = design.sample(rng, size=n)
     sample_seconds = time.perf_counter() - t0
-    parts = conditional_parts(design, bool(getattr(row, "empty_below_two", False)))
+    parts = conditional_parts(design, row.empty_below_two)
     if len(parts) == 1 and parts[0][1] is design:
         which = np.zeros(n, dtype=np.int64)
         samplers = [design]

@@ -1,4 +1,4 @@
-r"""The rows of the audit matrix: one small registered object per design/estimator pair.
+r"""The rows of the audit matrix: one registered row, as data, per design/estimator pair.
 
 A row *declares* what it is and *plans* its design on a frozen
 :class:`~pairht.audit.population.Population`; it does not evaluate itself. Its
@@ -10,16 +10,16 @@ Most rows are a :class:`VertexRow`: an allocation rule named as in the step's al
 registry (``full``, ``uniform``, ``srswor``, ``pointwise``, ``pair``; see
 :mod:`pairht.audit.allocations`), an edge proxy for ``pair``, a vertex design kind from
 :func:`pairht.designs.make_design` and an edge-weighting variant from
-:data:`pairht.estimators.VARIANTS`. Adding one is a class with a few attributes and the
-:func:`register_row` decorator::
+:data:`pairht.estimators.VARIANTS`. A row is data: adding one is one call::
 
-    @register_row
-    class PairClipped5(VertexRow):
-        '''PAIR with inverse weights clipped at 5.'''
-        key, label, group = "pair_clip5", "PAIR, clipped w_max=5", "practical"
-        allocation, design, weighting, w_max = "pair", "bernoulli", "clipped", 5.0
+    register_row(VertexRow(key="pair_clip5", label="PAIR, clipped w_max=5",
+                           group="practical", allocation="pair", design="bernoulli",
+                           weighting="clipped", w_max=5.0))
 
-Direct edge sampling is an :class:`EdgeRow`; small-group GRPO is :class:`SmallGroupGRPO`.
+Direct edge sampling is an :class:`EdgeRow`; small-group GRPO is :class:`SmallGroupGRPO`;
+a choice among rows from history a :class:`ChoiceRow`; a narrower prefix width a
+:class:`TwoStageRow`. A new family (a subclass with its own :meth:`AuditRow.plan`) is needed
+only for a new way of planning.
 
 Equal realised cost
 -------------------
@@ -57,8 +57,9 @@ equals PAIR's, and reports the higher cost that buys (the paper's 0.61-vs-0.46 r
 from __future__ import annotations
 
 import abc
+import dataclasses
 import time
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -87,41 +88,51 @@ from pairht.audit.width import (
     DEFAULT_OPTIONS,
     PREFIX_OPTIONS,
 )
-from pairht.designs import Bernoulli, MixedSize, make_design
+from pairht.designs import MixedSize, make_design
+from pairht.registry import Registry
 from pairht.step import group_design
-from pairht.step.embedding import below_fixed_size, fixed_base
-from pairht.step.plan import DEFAULT_PROXY, DEFAULT_SIZE
+from pairht.step.embedding import below_fixed_size
+from pairht.step.plan import DEFAULT_PROXY, DEFAULT_SIZE, info_group_design
 
 #: Row groups, in table order: the trivial designs a user would try instead of PAIR are
 #: ``"baseline"`` (the summary line compares PAIR with the best of them).
 GROUPS = ("paper", "baseline", "proxy", "fixed_size", "practical", "extra")
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class AuditRow(abc.ABC):
-    """One row of the audit matrix (a design plus an estimator)."""
+    """One row of the audit matrix (a design plus an estimator), as data.
+
+    A row is an instance of a small family (:class:`VertexRow`, :class:`EdgeRow`,
+    :class:`ChoiceRow`, :class:`TwoStageRow`, and the rows with a plan of their own) with its
+    fields set; the family's :meth:`plan` reads them.
+    """
 
     #: Registry key (also the CSV key), e.g. ``"pair"``.
-    key: ClassVar[str] = ""
+    key: str = ""
     #: Human-readable label for tables and figures.
-    label: ClassVar[str] = ""
+    label: str = ""
     #: One of :data:`GROUPS`.
-    group: ClassVar[str] = "extra"
+    group: str = "extra"
     #: Whether the estimator is claimed exactly design-unbiased (tested: exact bias <= 1e-12).
-    unbiased: ClassVar[bool] = False
+    unbiased: bool = False
     #: How the estimate is formed (:data:`pairht.audit.base.ESTIMATORS`).
-    estimator: ClassVar[str] = "ht"
+    estimator: str = "ht"
     #: Edge-weighting variant (:data:`pairht.estimators.VARIANTS`) and its clipping level.
-    weighting: ClassVar[str] = "exact"
-    w_max: ClassVar[float | None] = None
+    weighting: str = "exact"
+    w_max: float | None = None
+    #: Which candidates get prefixes: ``"all"``, a uniform ``"subset"``, ``"none"`` (whole
+    #: completions, small-group GRPO) or ``"auto"`` (chosen from history), as the step's width.
+    width: str = "all"
     #: Conditional HT only: a sample of fewer than two candidates estimates 0 (GRPO with one
     #: completion) instead of falling back to the mixture's joints.
-    empty_below_two: ClassVar[bool] = False
+    empty_below_two: bool = False
     #: Realised accounting: the expected realised suffix tokens equal ``budget_ratio`` times
     #: the full cost (solved to 1e-9; tested). False for rows that buy whole rollouts (an
     #: integer count cannot hit it; their achieved ratio is in ``tokens``) or generate all.
-    cost_matched: ClassVar[bool] = True
+    cost_matched: bool = True
     #: Finished candidates (prefix ended) are kept with probability 1 at no cost (tested).
-    keeps_finished: ClassVar[bool] = True
+    keeps_finished: bool = True
 
     @abc.abstractmethod
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
@@ -131,34 +142,44 @@ class AuditRow(abc.ABC):
         return f"<audit row {self.key!r}: {self.label}>"
 
 
-#: Registry of audit rows, key -> instance, in registration (= table) order.
-ROWS: dict[str, AuditRow] = {}
+#: Registry of audit rows, key -> row, in registration (= table) order.
+ROWS: Registry[AuditRow] = Registry("audit row")
 
-_R = TypeVar("_R", bound=type[AuditRow])
+_R = TypeVar("_R", bound="AuditRow | type[AuditRow]")
 
 
-def register_row(cls: _R) -> _R:
-    """Class decorator: instantiate an :class:`AuditRow` subclass and register it by ``key``.
+def register_row(row: _R) -> _R:
+    """Register an :class:`AuditRow` by its ``key``: an instance (a row as data), or a
+    subclass whose class attributes set the fields (instantiated with them).
 
     Examples
     --------
     >>> from pairht.audit.rows import ROWS, VertexRow, register_row
-    >>> @register_row
-    ... class Clip5(VertexRow):
-    ...     key, label, group = "pair_clip5", "PAIR, clipped w_max=5", "practical"
-    ...     allocation, design, weighting, w_max = "pair", "bernoulli", "clipped", 5.0
-    >>> ROWS["pair_clip5"].label
-    'PAIR, clipped w_max=5'
+    >>> _ = register_row(VertexRow(key="pair_clip5", label="PAIR, clipped w_max=5",
+    ...                            group="practical", weighting="clipped", w_max=5.0))
+    >>> ROWS["pair_clip5"].label, ROWS["pair_clip5"].allocation
+    ('PAIR, clipped w_max=5', 'pair')
     >>> del ROWS["pair_clip5"]
     """
-    if not cls.key:
-        raise ValueError(f"{cls.__name__}.key must be a non-empty string")
-    if cls.key in ROWS:
-        raise ValueError(f"audit row key {cls.key!r} is already registered")
-    if cls.group not in GROUPS:
-        raise ValueError(f"{cls.__name__}.group must be one of {GROUPS}; got {cls.group!r}")
-    ROWS[cls.key] = cls()
-    return cls
+    if isinstance(row, type):
+        if not issubclass(row, AuditRow):
+            raise TypeError(f"register_row takes an AuditRow or a subclass; got {row!r}")
+        # a subclass body sets fields as class attributes; a field with no class attribute
+        # (a default factory) keeps its default
+        fields = {f.name: getattr(row, f.name) for f in dataclasses.fields(row)
+                  if f.name in vars(row) or hasattr(row, f.name)}
+        inst = row(**fields)
+    elif isinstance(row, AuditRow):
+        inst = row
+    else:
+        raise TypeError(f"register_row takes an AuditRow or a subclass; got {row!r}")
+    if not inst.key:
+        raise ValueError(f"{type(inst).__name__}.key must be a non-empty string")
+    if inst.group not in GROUPS:
+        raise ValueError(f"{type(inst).__name__}.group must be one of {GROUPS}; got "
+                         f"{inst.group!r}")
+    ROWS.register(inst.key, inst)
+    return row
 
 
 def _build_designs(kind: str, pi: np.ndarray, cfg: AuditConfig, cache: dict[str, Any],
@@ -173,8 +194,6 @@ def _build_designs(kind: str, pi: np.ndarray, cfg: AuditConfig, cache: dict[str,
         return cache[key]
 
     def build(q: int) -> Any:
-        if kind == "bernoulli":
-            return Bernoulli(pi[q])
         kwargs: dict[str, Any] = {}
         rdr = "randomized_dependent_rounding"
         if kind == rdr or (kind.startswith("mixed_size") and kind.endswith(rdr)):
@@ -182,25 +201,19 @@ def _build_designs(kind: str, pi: np.ndarray, cfg: AuditConfig, cache: dict[str,
         if kind.startswith("mixed_size"):
             if finished is not None and below_fixed_size(pi[q][~finished[q]]):
                 return group_design("bernoulli", pi[q], finished[q])
-            base = kind.partition(":")[2] or "conditional_poisson"
-            return MixedSize(pi[q], base=base, **kwargs)
+            kwargs["base"] = kind.partition(":")[2] or "conditional_poisson"
+            return make_design("mixed_size", pi[q], **kwargs)
         return make_design(kind, pi[q], **kwargs)
 
-    warm = build(0)
-    warm.joint()
-    warm.sample(np.random.default_rng(0), size=2)
-    t0 = time.perf_counter()
-    designs = [build(q) for q in range(pi.shape[0])]
-    joint = np.stack([d.joint() for d in designs])
-    cache[key] = (designs, joint, time.perf_counter() - t0)
-    return cache[key]
+    return _timed_designs(build, pi.shape[0], cache, key)
 
 
 # ---------------------------------------------------------------------- vertex rows
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class VertexRow(AuditRow):
     """A vertex design (allocation + design kind) with an edge-weighting variant.
 
-    Class attributes: ``allocation`` (an allocator name, see
+    Fields: ``allocation`` (an allocator name, see
     :mod:`pairht.audit.allocations`), ``proxy`` (edge proxy of ``pair``; ``None``: the
     config's), ``size`` (``pair`` only: ``None``, the Bernoulli program; ``"auto"``, the
     program at the two sizes neighbouring uniform SRSWOR's, mixed), ``design``
@@ -210,11 +223,11 @@ class VertexRow(AuditRow):
     ``weighting`` and ``w_max``.
     """
 
-    allocation: ClassVar[str] = "pair"
-    proxy: ClassVar[str | None] = None
-    design: ClassVar[str] = "bernoulli"
-    size: ClassVar[str | None] = None
-    step_design: ClassVar[bool] = False
+    allocation: str = "pair"
+    proxy: str | None = None
+    design: str = "bernoulli"
+    size: str | None = None
+    step_design: bool = False
 
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
         pi, info, scale, notes = matched_allocation(self.allocation, pop, cfg, cache,
@@ -246,7 +259,9 @@ class VertexRow(AuditRow):
 def _timed_designs(build: Any, n: int, cache: dict[str, Any], key: str
                    ) -> tuple[list[Any], np.ndarray, float]:
     """``build(q)`` for every prompt and their joints, timed after an untimed JIT warm-up."""
-    build(0).joint()
+    warm = build(0)
+    warm.joint()
+    warm.sample(np.random.default_rng(0), size=2)
     t0 = time.perf_counter()
     designs = [build(q) for q in range(n)]
     joint = np.stack([d.joint() for d in designs])
@@ -265,16 +280,10 @@ def _step_designs(kind: str, pi: np.ndarray, info: dict[str, Any], pop: Populati
         return cache[key]
     fin = finished_mask(pop)
     base = kind.partition(":")[2] or kind
-    fixed = np.asarray(info.get("fixed_size", np.zeros(pop.n_prompts, dtype=bool)))
-    two = fixed_base(base) is not None and "pi_lo" in info
 
     def build(q: int) -> Any:
         rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 7, q]))
-        if two and fixed[q]:
-            comps = (info["pi_lo"][q], info["pi_hi"][q], float(info["weight_hi"][q]))
-            return group_design(base, pi[q], fin[q], rng, components=comps)
-        group_kind = "bernoulli" if two and info.get("sized", False) else base
-        return group_design(group_kind, pi[q], fin[q], rng)
+        return info_group_design(base, pi[q], fin[q], info, q, rng)
 
     return _timed_designs(build, pop.n_prompts, cache, key)
 
@@ -303,48 +312,27 @@ def _component_designs(kind: str, pi: np.ndarray, info: dict[str, Any], pop: Pop
         if not fixed[q]:
             if below_fixed_size(pi[q][~fin[q]]):
                 return group_design("bernoulli", pi[q], fin[q])
-            return MixedSize(pi[q], base=base, **kw)
+            return make_design("mixed_size", pi[q], base=base, **kw)
         return MixedSize.from_components(info["pi_lo"][q], info["pi_hi"][q],
                                          float(info["weight_hi"][q]), base=base, **kw)
 
     return _timed_designs(build, pop.n_prompts, cache, key)
 
 
-@register_row
-class FullGraph(VertexRow):
-    """Every candidate completed: the complete pair average itself (the audit's target)."""
-
-    key, label, group, unbiased = "full", "Full candidate graph", "paper", True
-    allocation = "full"
-
-
-@register_row
-class UniformHT(VertexRow):
-    """Uniform among unfinished candidates (finished free), Bernoulli, exact HT weights."""
-
-    key, label, group, unbiased = "uniform_ht", "Uniform among unfinished (Bernoulli)", \
-        "baseline", True
-    allocation = "uniform"
-
-
-@register_row
-class SRSWOR(VertexRow):
-    """Fixed-size uniform among unfinished: SRSWOR of sizes n and n+1 mixed (finished in).
-
-    Conditional HT: the weights of the size actually drawn, i.e. SRSWOR's own HT weights.
-    """
-
-    key, label, group, unbiased = "srswor", "Fixed-size uniform among unfinished (SRSWOR)", \
-        "baseline", True
-    allocation, design, estimator = "srswor", "mixed_size:conditional_poisson", "conditional_ht"
-
-
-@register_row
-class PointwiseHT(VertexRow):
-    """Neyman pointwise allocation sqrt(p(1-p)/c) among unfinished (floored), exact HT."""
-
-    key, label, group, unbiased = "pointwise_ht", "Pointwise p(1-p) HT", "baseline", True
-    allocation = "pointwise"
+register_row(VertexRow(
+    key="full", label="Full candidate graph", group="paper", unbiased=True, allocation="full"))
+register_row(VertexRow(
+    key="uniform_ht", label="Uniform among unfinished (Bernoulli)", group="baseline",
+    unbiased=True, allocation="uniform"))
+# Fixed-size uniform among unfinished: SRSWOR of sizes n and n+1 mixed (finished in);
+# conditional HT, the weights of the size drawn, i.e. SRSWOR's own HT weights.
+register_row(VertexRow(
+    key="srswor", label="Fixed-size uniform among unfinished (SRSWOR)", group="baseline",
+    unbiased=True, allocation="srswor", design="mixed_size:conditional_poisson",
+    estimator="conditional_ht"))
+register_row(VertexRow(
+    key="pointwise_ht", label="Pointwise p(1-p) HT", group="baseline", unbiased=True,
+    allocation="pointwise"))
 
 
 # ---------------------------------------------------------------------- edge rows
@@ -396,13 +384,14 @@ def edge_probabilities(a: np.ndarray, c_hat: np.ndarray, *, floor: float,
     return q_of(np.exp(lo))
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class EdgeRow(AuditRow):
     """Direct edge HT: independent edge sampling, weights ``1/(M q_e)``, every endpoint paid."""
 
-    unbiased = True
-    estimator = "edge"
+    unbiased: bool = True
+    estimator: str = "edge"
     #: ``"cost"`` (match the expected realised vertex cost) or ``"edges"`` (PAIR's edges).
-    match: ClassVar[str] = "cost"
+    match: str = "cost"
 
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
         t0 = time.perf_counter()
@@ -426,24 +415,15 @@ class EdgeRow(AuditRow):
                     notes=list(notes), **two_phase_accounting(pop))
 
 
-@register_row
-class DirectEdgeHT(EdgeRow):
-    """Direct edge HT at the matched expected realised suffix cost (fair comparison)."""
-
-    key, label, group = "direct_edge_ht", "Direct edge HT", "paper"
-    match = "cost"
-
-
-@register_row
-class DirectEdgeHTMatchedEdges(EdgeRow):
-    """Direct edge HT drawing as many edges as PAIR observes; reports the higher cost."""
-
-    key, label, group = "direct_edge_ht_edges", "Direct edge HT (PAIR's edge count)", "paper"
-    match = "edges"
+# at the matched expected realised suffix cost (the fair comparison), and drawing as many
+# edges as PAIR observes (reports the higher cost that buys)
+register_row(EdgeRow(key="direct_edge_ht", label="Direct edge HT", group="paper", match="cost"))
+register_row(EdgeRow(key="direct_edge_ht_edges", label="Direct edge HT (PAIR's edge count)",
+                     group="paper", match="edges"))
 
 
 # ---------------------------------------------------------------------- small-group GRPO
-@register_row
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class SmallGroupGRPO(AuditRow):
     r"""Small-group GRPO: ``G'`` full completions, no prefix phase, RLOO / pair average.
 
@@ -467,9 +447,13 @@ class SmallGroupGRPO(AuditRow):
     audit reports.)
     """
 
-    key, label, group, unbiased = "grpo_small", "Small-group GRPO (G' full completions)", \
-        "baseline", True
-    estimator, empty_below_two = "conditional_ht", True
+    key: str = "grpo_small"
+    label: str = "Small-group GRPO (G' full completions)"
+    group: str = "baseline"
+    unbiased: bool = True
+    estimator: str = "conditional_ht"
+    empty_below_two: bool = True
+    width: str = "none"
 
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
         t0 = time.perf_counter()
@@ -488,50 +472,38 @@ class SmallGroupGRPO(AuditRow):
                     token_scale=float(whole.sum()), prefix_tokens=0.0)
 
 
+register_row(SmallGroupGRPO())
+
+
 # ---------------------------------------------------------------------- PAIR and variants
-@register_row
-class AdaptiveUnweighted(VertexRow):
-    """PAIR's probabilities, no inverse weights, complete-pair denominator (biased)."""
-
-    key, label, group = "adaptive_unweighted", "Adaptive unweighted", "paper"
-    weighting = "unweighted"
-
-
-@register_row
-class MarginalOnly(VertexRow):
-    """PAIR's probabilities with per-vertex weights 1/(pi_i pi_j) (Bernoulli: unbiased)."""
-
-    key, label, group = "marginal_only", "Marginal-only weighting", "paper"
-    weighting = "marginal_only"
-    unbiased = True  # under the Bernoulli design rho_ij = pi_i pi_j exactly
+# PAIR's probabilities, no inverse weights, complete-pair denominator (biased)
+register_row(VertexRow(key="adaptive_unweighted", label="Adaptive unweighted", group="paper",
+                       weighting="unweighted"))
+# PAIR's probabilities with per-vertex weights 1/(pi_i pi_j): unbiased under the Bernoulli
+# design, where rho_ij = pi_i pi_j exactly
+register_row(VertexRow(key="marginal_only", label="Marginal-only weighting", group="paper",
+                       weighting="marginal_only", unbiased=True))
 
 
-class DefaultDesignRow(VertexRow):
+def default_design_row(**fields: Any) -> VertexRow:
     """A rule of PAIR's program on PAIR's default design, as the step draws it: the two sizes
     around the budget's uniform size (mixed) over the unfinished candidates, conditional
-    Poisson components, HT weights from the mixture's joints. Subclasses name the rule
-    (``allocation``) and the proxy."""
-
-    size = DEFAULT_SIZE
-    design, step_design = "conditional_poisson", True
-
-
-@register_row
-class Pair(DefaultDesignRow):
-    """PAIR at full width, exactly as :func:`pairht.step.plan_continuations` runs it by default
-    (the prefix rule ``"pair"``; what PAIR runs by default in training is the row ``default``).
-
-    The fixed-size program at the two sizes neighbouring uniform SRSWOR's (mixed; a prompt
-    that affords no size of two is Bernoulli), the step's own designs over the unfinished
-    candidates (conditional Poisson components, finished candidates kept) and exact HT
-    weights from the mixture's joints (what :func:`pairht.pair_advantages` gets from
-    ``plan.joint``).
-    """
-
-    key, label, group, unbiased = "pair", "PAIR, full width (fixed size)", "paper", True
-    proxy = DEFAULT_PROXY
+    Poisson components, HT weights from the mixture's joints. ``fields`` name the rule
+    (``allocation``), the proxy, the key and the label."""
+    return VertexRow(size=DEFAULT_SIZE, design="conditional_poisson", step_design=True,
+                     **fields)
 
 
+# PAIR at full width, exactly as pairht.step.plan_continuations runs it by default (the prefix
+# rule "pair"; what PAIR runs by default in training is the row "default"): the fixed-size
+# program at the two sizes neighbouring uniform SRSWOR's (mixed; a prompt that affords no size
+# of two is Bernoulli), the step's own designs over the unfinished candidates and exact HT
+# weights from the mixture's joints (what pairht.pair_advantages gets from plan.joint).
+register_row(default_design_row(key="pair", label="PAIR, full width (fixed size)",
+                                group="paper", unbiased=True, proxy=DEFAULT_PROXY))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class ChoiceRow(AuditRow):
     """A row that runs, per prompt, one of other rows chosen from history (cross-fitted).
 
@@ -540,15 +512,16 @@ class ChoiceRow(AuditRow):
     (:func:`pairht.audit.width.cross_fitted_choice`); there is no design of its own to plan.
     """
 
-    estimator = "choice"
-    options: ClassVar[tuple[str, ...]] = ()
+    estimator: str = "choice"
+    width: str = "auto"
+    options: tuple[str, ...] = ()
     #: :func:`~pairht.audit.width.cross_fitted_choice`'s ``confidence`` (None: the argmin).
-    confidence: ClassVar[float | None] = CONFIDENCE
+    confidence: float | None = CONFIDENCE
     #: :func:`~pairht.audit.width.choose_option`'s margin (1: none).
-    max_ratio: ClassVar[float] = 1.0
+    max_ratio: float = 1.0
     # Its options are cost-matched; the choice spends their pooled generated tokens only up to
     # how per-prompt totals differ between the options (reported as ``generated``).
-    cost_matched = False
+    cost_matched: bool = False
 
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
         # A choice has no design: run_audit evaluates its options and selects per prompt.
@@ -556,106 +529,58 @@ class ChoiceRow(AuditRow):
                         f"it from their results, it has no plan of its own")
 
 
-@register_row
-class PairWidth(ChoiceRow):
-    """PAIR deciding its prefix width from history (:mod:`pairht.audit.width`).
-
-    Per fold of prompts, small-group GRPO (``G'`` whole completions, no prefixes) or one of
-    PAIR's prefix rules (:data:`pairht.step.PREFIX_RULES`: PAIR's default, each prompt at its
-    own budget; one budget for the batch, ``pair_batch``; predicted outcomes as strata,
-    ``pair_strata``; the difference estimator at Neyman's allocation, ``pair_dr``) or the
-    difference estimator at a narrower width (``pair_dr_narrow``: prefixes for a uniform
-    subset only; audit only, the trainer's width switch does not run it), whichever had the
-    lowest exact MSE on the other folds, a prefix option only when confidently below GRPO;
-    all at the same total generated tokens. GRPO first: on a tie the prefixes are not
-    worth generating.
-    """
-
-    key, label, group, unbiased = "pair_width", "PAIR, width from history", "practical", True
-    options = ("grpo_small", *PREFIX_OPTIONS)
-
-
-@register_row
-class Default(ChoiceRow):
-    """What PAIR runs by default (``PairGRPOConfig()``: ``width="auto"``): per fold of
-    prompts, small-group GRPO, the difference estimator among prefixes for a uniform subset
-    (``pair_dr_narrow``) or for every candidate (``pair_dr``),
-    :data:`~pairht.audit.width.DEFAULT_OPTIONS`, whichever history (the other folds) puts
-    lowest, a prefix option only when confidently below GRPO
-    (:data:`~pairht.audit.width.DEFAULT_CONFIDENCE`) by a margin
-    (:data:`~pairht.audit.width.DEFAULT_MAX_RATIO`). The trainer makes the same choice with
-    :func:`~pairht.audit.width.choose_option` from the full groups it audits.
-    """
-
-    key, label, group, unbiased = "default", "PAIR's default (width from history)", "paper", True
-    options = DEFAULT_OPTIONS
-    confidence = DEFAULT_CONFIDENCE
-    max_ratio = DEFAULT_MAX_RATIO
-
-
-@register_row
-class PairBernoulli(VertexRow):
-    """PAIR's Bernoulli design (``size=None``): the paper's; shared by the weighting rows."""
-
-    key, label, group, unbiased = "pair_bernoulli", "PAIR, Bernoulli", "paper", True
+# PAIR deciding its prefix width from history (pairht.audit.width): per fold of prompts,
+# small-group GRPO or one of PAIR's prefix rules (pairht.step.PREFIX_RULES) or the difference
+# estimator at a narrower width (pair_dr_narrow; audit only), whichever had the lowest exact
+# MSE on the other folds, a prefix option only when confidently below GRPO; all at the same
+# total generated tokens. GRPO first: on a tie the prefixes are not worth generating.
+register_row(ChoiceRow(key="pair_width", label="PAIR, width from history", group="practical",
+                       unbiased=True, options=("grpo_small", *PREFIX_OPTIONS)))
+# What PAIR runs by default (PairGRPOConfig(): width="auto"): per fold of prompts, small-group
+# GRPO, pair_dr_narrow or pair_dr (DEFAULT_OPTIONS), whichever history puts lowest, a prefix
+# option only when confidently below GRPO (DEFAULT_CONFIDENCE) by a margin
+# (DEFAULT_MAX_RATIO). The trainer makes the same choice with choose_option.
+register_row(ChoiceRow(key="default", label="PAIR's default (width from history)",
+                       group="paper", unbiased=True, options=DEFAULT_OPTIONS,
+                       confidence=DEFAULT_CONFIDENCE, max_ratio=DEFAULT_MAX_RATIO))
+# PAIR's Bernoulli design (size=None): the paper's; shared by the weighting rows
+register_row(VertexRow(key="pair_bernoulli", label="PAIR, Bernoulli", group="paper",
+                       unbiased=True))
+register_row(default_design_row(key="pair_length_energy",
+                                label="PAIR (full width), length-energy proxy", group="proxy",
+                                unbiased=True, proxy="length_energy"))
+# one budget for the batch: split across prompts by PAIR's value curves, then the default
+# program in each prompt
+register_row(default_design_row(key="pair_batch",
+                                label="PAIR (full width), one budget for the batch",
+                                group="practical", unbiased=True, allocation="pair_batch"))
+# predicted successes and failures among unfinished drawn apart, SRSWOR within each at
+# Neyman's sizes (the step's Stratified design, finished kept), exact HT weights
+register_row(VertexRow(key="pair_strata", label="PAIR, predicted outcomes as strata",
+                       group="practical", unbiased=True, allocation="pair_strata",
+                       design="stratified", step_design=True))
+# the difference estimator at Neyman's allocation, one budget for the batch: Bernoulli over
+# the unfinished, HT advantages corrected by the predictions as baselines
+register_row(VertexRow(key="pair_dr", label="PAIR, difference estimator (Neyman, batch)",
+                       group="practical", unbiased=True, allocation="pair_dr",
+                       estimator="difference"))
 
 
-@register_row
-class PairDefaultLengthEnergy(DefaultDesignRow):
-    """PAIR's default design with the length-energy proxy (``proxy="length_energy"``)."""
-
-    key, label, group, unbiased = ("pair_length_energy",
-                                   "PAIR (full width), length-energy proxy",
-                                   "proxy", True)
-    proxy = "length_energy"
-
-
-@register_row
-class PairBatch(DefaultDesignRow):
-    """PAIR's default design with one budget for the batch (allocator ``pair_batch``): split
-    across prompts by PAIR's value curves, then the default program in each prompt."""
-
-    key, label, group, unbiased = ("pair_batch",
-                                   "PAIR (full width), one budget for the batch",
-                                   "practical", True)
-    allocation = "pair_batch"
-
-
-@register_row
-class PairStrata(VertexRow):
-    """PAIR's predictions as strata (allocator ``pair_strata``): predicted successes and
-    failures among unfinished drawn apart, SRSWOR within each at Neyman's sizes (the step's
-    :class:`~pairht.designs.Stratified` design, finished kept), exact HT weights."""
-
-    key, label, group, unbiased = ("pair_strata", "PAIR, predicted outcomes as strata",
-                                   "practical", True)
-    allocation, design, step_design = "pair_strata", "stratified", True
-
-
-@register_row
-class PairDifference(VertexRow):
-    """The difference estimator at Neyman's allocation, one budget for the batch (allocator
-    ``pair_dr``): Bernoulli design over the unfinished, HT advantages corrected by the
-    predictions as baselines (:mod:`pairht.estimators.difference`), exactly unbiased."""
-
-    key, label, group, unbiased = ("pair_dr", "PAIR, difference estimator (Neyman, batch)",
-                                   "practical", True)
-    allocation, design, estimator = "pair_dr", "bernoulli", "difference"
-
-
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class TwoStageRow(AuditRow):
     """An inner prefix row run on a uniform subset of ``width(...)`` candidates, the only ones
     given prefixes, at the suffix budget that spends full-width PAIR's total generated tokens
     (:mod:`pairht.audit.two_stage`; exact by enumerating the subsets). Subclasses name the
     ``inner`` row; the width is :func:`~pairht.audit.two_stage.narrow_width`."""
 
-    estimator = "two_stage"
-    inner: ClassVar[str] = ""
+    estimator: str = "two_stage"
+    width: str = "subset"
+    inner: str = ""
     # Its total generated tokens are matched (as small-group GRPO's), not the suffix ratio:
     # narrowing spends on suffixes what it saves on prefixes.
-    cost_matched = False
+    cost_matched: bool = False
     # A candidate outside the subset is not generated at all, finished prefix or not.
-    keeps_finished = False
+    keeps_finished: bool = False
 
     def plan(self, pop: Population, cfg: AuditConfig, cache: dict[str, Any]) -> Plan:
         t0 = time.perf_counter()
@@ -679,115 +604,39 @@ class TwoStageRow(AuditRow):
                     stages=ts)
 
 
-@register_row
-class PairDifferenceNarrow(TwoStageRow):
-    """The difference estimator (``pair_dr``) with prefixes for a uniform subset only, half
-    way from ``G`` toward small-group GRPO's ``G'`` (:func:`~pairht.audit.two_stage.narrow_width`),
-    its suffixes bought with the prefixes it does not generate."""
-
-    key, label, group, unbiased = ("pair_dr_narrow",
-                                   "PAIR, difference estimator at a narrower width",
-                                   "practical", True)
-    inner = "pair_dr"
-
-
-@register_row
-class PairDefaultScoreNorm(DefaultDesignRow):
-    """PAIR's default design with the score-norm proxy ``a_ij = d_ij (m_i + m_j)^2 / 4``
-    (``proxy="score_norm"``; needs ``m_hat``)."""
-
-    key, label, group, unbiased = ("pair_score_norm_cps",
-                                   "PAIR (full width), score-norm proxy",
-                                   "proxy", True)
-    proxy = "score_norm"
-
-
-@register_row
-class PairScoreNorm(VertexRow):
-    """Bernoulli PAIR with the score-norm proxy a_ij = d_ij (m_i + m_j)^2 / 4 (needs m_hat)."""
-
-    key, label, group, unbiased = ("pair_score_norm", "PAIR, Bernoulli, score-norm proxy",
-                                   "proxy", True)
-    proxy = "score_norm"
-
-
-@register_row
-class PairLengthEnergy(VertexRow):
-    """Bernoulli PAIR with the length-scaled energy proxy (m_i^2 ~ predicted total length)."""
-
-    key, label, group, unbiased = ("pair_energy", "PAIR, Bernoulli, length-energy proxy",
-                                   "proxy", True)
-    proxy = "length_energy"
-
-
-@register_row
-class PairConditionalPoisson(VertexRow):
-    """PAIR's fixed-size program at sizes n and n+1 (mixed), conditional Poisson designs,
-    conditional HT (the weights of the size drawn; unavailable where a prompt affords no
-    size of two)."""
-
-    key, label, group, unbiased = "pair_cps", "PAIR, conditional Poisson", "fixed_size", True
-    design, estimator, size = "mixed_size:conditional_poisson", "conditional_ht", "auto"
-
-
-@register_row
-class PairEnergyConditionalPoisson(VertexRow):
-    """Length-energy PAIR on the mixed-size conditional Poisson design."""
-
-    key, label, group, unbiased = ("pair_energy_cps", "PAIR, length-energy, conditional Poisson",
-                                   "fixed_size", True)
-    proxy, design, estimator, size = ("length_energy", "mixed_size:conditional_poisson",
-                                      "conditional_ht", "auto")
-
-
-@register_row
-class PairDependentRounding(VertexRow):
-    """PAIR's fixed-size program at sizes n and n+1, dependent rounding (random orders)."""
-
-    key, label, group, unbiased = ("pair_drr", "PAIR, dependent rounding (rand. order)",
-                                   "fixed_size", True)
-    design, estimator, size = ("mixed_size:randomized_dependent_rounding", "conditional_ht",
-                               "auto")
-
-
-@register_row
-class MarginalOnlyConditionalPoisson(VertexRow):
-    """Marginal-only weights 1/(pi_i pi_j) on the mixed-size conditional Poisson design."""
-
-    key, label, group = "marginal_only_cps", "Marginal-only, conditional Poisson", "fixed_size"
-    design, weighting, size = "mixed_size:conditional_poisson", "marginal_only", "auto"
-
-
-@register_row
-class PairClip10(VertexRow):
-    """PAIR with inverse pair weights clipped at 10 (biased)."""
-
-    key, label, group = "pair_clip10", "PAIR, clipped w_max=10", "practical"
-    weighting, w_max = "clipped", 10.0
-
-
-@register_row
-class PairClip20(VertexRow):
-    """PAIR with inverse pair weights clipped at 20 (biased)."""
-
-    key, label, group = "pair_clip20", "PAIR, clipped w_max=20", "practical"
-    weighting, w_max = "clipped", 20.0
-
-
-@register_row
-class PairClip50(VertexRow):
-    """PAIR with inverse pair weights clipped at 50 (biased)."""
-
-    key, label, group = "pair_clip50", "PAIR, clipped w_max=50", "practical"
-    weighting, w_max = "clipped", 50.0
-
-
-@register_row
-class PairHajek(VertexRow):
-    """PAIR with self-normalised (Hajek) weights: a ratio estimator (biased)."""
-
-    key, label, group = "pair_hajek", "PAIR, Hajek", "practical"
-    weighting = "hajek"
+# the difference estimator with prefixes for a uniform subset only, half way from G toward
+# small-group GRPO's G' (narrow_width), its suffixes bought with the prefixes it does not
+# generate
+register_row(TwoStageRow(key="pair_dr_narrow",
+                         label="PAIR, difference estimator at a narrower width",
+                         group="practical", unbiased=True, inner="pair_dr"))
+register_row(default_design_row(key="pair_score_norm_cps",
+                                label="PAIR (full width), score-norm proxy", group="proxy",
+                                unbiased=True, proxy="score_norm"))
+register_row(VertexRow(key="pair_score_norm", label="PAIR, Bernoulli, score-norm proxy",
+                       group="proxy", unbiased=True, proxy="score_norm"))
+register_row(VertexRow(key="pair_energy", label="PAIR, Bernoulli, length-energy proxy",
+                       group="proxy", unbiased=True, proxy="length_energy"))
+# PAIR's fixed-size program at sizes n and n+1 (mixed) with conditional HT (the weights of the
+# size drawn; unavailable where a prompt affords no size of two)
+for _key, _label, _proxy, _design in (
+        ("pair_cps", "PAIR, conditional Poisson", None, "conditional_poisson"),
+        ("pair_energy_cps", "PAIR, length-energy, conditional Poisson", "length_energy",
+         "conditional_poisson"),
+        ("pair_drr", "PAIR, dependent rounding (rand. order)", None,
+         "randomized_dependent_rounding")):
+    register_row(VertexRow(key=_key, label=_label, group="fixed_size", unbiased=True,
+                           proxy=_proxy, design=f"mixed_size:{_design}", size="auto",
+                           estimator="conditional_ht"))
+register_row(VertexRow(key="marginal_only_cps", label="Marginal-only, conditional Poisson",
+                       group="fixed_size", design="mixed_size:conditional_poisson",
+                       weighting="marginal_only", size="auto"))
+# inverse pair weights clipped (biased), and self-normalised (Hajek: a ratio, biased)
+for _w in (10.0, 20.0, 50.0):
+    register_row(VertexRow(key=f"pair_clip{_w:.0f}", label=f"PAIR, clipped w_max={_w:.0f}",
+                           group="practical", weighting="clipped", w_max=_w))
+register_row(VertexRow(key="pair_hajek", label="PAIR, Hajek", group="practical",
+                       weighting="hajek"))
 
 
 #: The paper's Table audit-matrix rows, in its order.

@@ -34,6 +34,7 @@ from pairht._validation import (
     check_finite,
     check_probabilities,
 )
+from pairht.designs.base import srswor_inclusion
 
 
 class StepInputsLike(Protocol):
@@ -148,16 +149,14 @@ def rollout_budget(batch: Batch, rollout_budget: int | None) -> int:
 
 def srswor_pi(k: np.ndarray, finished: np.ndarray) -> np.ndarray:
     """``(B, G)`` inclusion probabilities of continuing ``k_b`` of the unfinished by SRSWOR."""
-    U = (~finished).sum(axis=1)
-    frac = np.divide(k, U, out=np.zeros(k.shape, dtype=float), where=U > 0)
+    frac = srswor_inclusion(k, (~finished).sum(axis=1), 1)
     return np.where(finished, 1.0, frac[:, None])
 
 
 def srswor_joint(k: np.ndarray, finished: np.ndarray) -> np.ndarray:
     r"""``(B, G, G)`` exact ``rho_ij`` of SRSWOR of ``k_b`` among the unfinished, finished in."""
-    U = (~finished).sum(axis=1).astype(float)
     pi = srswor_pi(k, finished)
-    pair = np.divide(k * (k - 1.0), U * (U - 1.0), out=np.zeros(U.shape), where=U > 1)
+    pair = srswor_inclusion(k, (~finished).sum(axis=1), 2)
     unf = ~finished
     both = unf[:, :, None] & unf[:, None, :]
     joint = np.where(both, pair[:, None, None], pi[:, :, None] * pi[:, None, :])

@@ -229,17 +229,15 @@ class PairJointAllocator:
     :func:`pairht.step.plan_continuations` passes, a rule of PAIR's program): the step's
     ``"pair"`` rule at the split's budgets, PAIR's default fixed-size design, with its
     ``info`` (``pi_lo``, ``pi_hi``, ``weight_hi``, ``fixed_size``; the step builds the
-    designs and exact joints). The step lends that rule when it reads :data:`COMPARATORS`
-    (:meth:`bind_group_rule`): this module never imports the step.
+    designs and exact joints). The step registers it as a rule of PAIR's program
+    (``takes_size``) and lends it that rule (:meth:`bind_group_rule`,
+    :mod:`pairht.step.comparator_rules`): this module never imports the step.
 
     Options: ``pi_min`` (0.08), ``grid`` (64), ``proxy``, ``covariance_term``, ``size``,
     ``kappa`` (2), ``rate_prior`` (1/2), ``line_steps`` (16), ``warm_start`` (at a size).
     """
 
     name = "pair_joint"
-    #: A rule of PAIR's program: takes ``size`` (``plan_continuations`` passes ``"auto"``),
-    #: ``proxy``, ``covariance_term`` and ``warm_start``.
-    takes_size = True
 
     def __init__(self) -> None:
         self.group_rule: Any = None

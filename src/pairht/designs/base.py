@@ -257,6 +257,29 @@ def fixed_size_masks(n: int, k: int) -> np.ndarray:
     return out
 
 
+def srswor_inclusion(n: ArrayLike, N: ArrayLike, k: int) -> np.ndarray:
+    r"""Probability that ``k`` given units are all drawn by simple random sampling of ``n``
+    of ``N`` units without replacement (SRSWOR): ``(n)_k / (N)_k = prod_{t<k} (n-t)/(N-t)``,
+    0 where ``n < k`` or ``N < k``; elementwise over ``n`` and ``N``.
+
+    The one home of SRSWOR's inclusion probabilities: conditional Poisson at equal ``pi``,
+    the strata of :class:`~pairht.designs.Stratified`, the comparators' group-size design and
+    the two-phase design of a narrower prefix width call it.
+
+    Examples
+    --------
+    >>> srswor_inclusion(2, 4, 1).tolist(), srswor_inclusion([2, 3], 4, 2).tolist()
+    (0.5, [0.16666666666666666, 0.5])
+    """
+    n_ = np.asarray(n, dtype=np.float64)
+    N_ = np.asarray(N, dtype=np.float64)
+    out = np.ones(np.broadcast(n_, N_).shape)
+    for t in range(int(k)):
+        out = out * np.divide(np.maximum(n_ - t, 0.0), N_ - t, out=np.zeros(out.shape),
+                              where=N_ - t > 0)
+    return out
+
+
 def inclusion_from_support(masks: np.ndarray, probs: np.ndarray, idx: ArrayLike) -> float:
     """Reference value of ``P(all units in idx included)`` summed over an enumerated support."""
     sel = np.all(masks[:, np.asarray(idx, dtype=np.int64)], axis=1)

@@ -7,7 +7,7 @@ from numpy.typing import ArrayLike
 
 from pairht._validation import check_integer_sum, check_table_size
 from pairht.designs import _cps_kernels as _k
-from pairht.designs.base import Design, all_masks
+from pairht.designs.base import Design, all_masks, srswor_inclusion
 
 #: Calibration stops once max |pi(w) - pi| / (pi (1 - pi)) is below this (round-off level).
 _CALIBRATION_TOL = 1e-15
@@ -171,13 +171,9 @@ class ConditionalPoisson(Design):
     def _exchangeable_inclusion(self, k: int) -> float | None:
         """Simple random sampling without replacement when every ``pi`` is equal (all units
         free): ``pi_S = C(N - k, n - k) / C(N, n) = prod_{t < k} (n - t) / (N - t)``."""
-        N = self.n_units
         if not self._srswor:
             return None
-        out = 1.0
-        for t in range(k):
-            out *= max(self.n - t, 0) / (N - t)
-        return out
+        return float(srswor_inclusion(self.n, self.n_units, k))
 
     def _joint(self) -> np.ndarray:
         N = self.n_units

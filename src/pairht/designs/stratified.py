@@ -18,16 +18,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht.designs.base import Design, all_masks
-
-
-def _falling(x: np.ndarray | float, k: int) -> np.ndarray:
-    """Falling factorial ``(x)_k``, elementwise."""
-    arr = np.asarray(x, dtype=np.float64)
-    out = np.ones_like(arr)
-    for t in range(k):
-        out = out * (arr - t)
-    return out
+from pairht.designs.base import Design, all_masks, srswor_inclusion
 
 
 class Stratified(Design):
@@ -93,10 +84,9 @@ class Stratified(Design):
             if kk == 0:
                 continue
             sel = k == kk
-            num = (1.0 - self._frac) * _falling(self._lo, int(kk)) \
-                + self._frac * _falling(self._lo + 1, int(kk))
-            val = num / np.maximum(_falling(self.counts, int(kk)), 1.0)
-            val = np.where(self.counts >= kk, val, 0.0)
+            # the stratum's size is lo or lo + 1 (weight frac): SRSWOR at each, mixed
+            val = ((1.0 - self._frac) * srswor_inclusion(self._lo, self.counts, int(kk))
+                   + self._frac * srswor_inclusion(self._lo + 1, self.counts, int(kk)))
             out[sel] = np.broadcast_to(val, k.shape)[sel]
         return out
 

@@ -15,7 +15,7 @@
 - :mod:`~pairht.estimators.tokens`: generated tokens of a draw and its HT full-suffix cost.
 """
 
-from pairht.estimators._inputs import n_pairs
+from pairht.estimators._inputs import check_joint, n_pairs
 from pairht.estimators.bias import conditional_bias, expected_edge_weights
 from pairht.estimators.covariance import DesignCovariance, design_covariance, variance_estimate
 from pairht.estimators.difference import (
@@ -33,6 +33,7 @@ from pairht.estimators.horvitz_thompson import (
     pair_advantages,
     pair_estimate,
     pair_ht_gradient,
+    weighted_advantages,
 )
 from pairht.estimators.targets import (
     MAX_KERNEL_ENTRIES,
@@ -52,6 +53,7 @@ __all__ = [
     "TokenCounts",
     "Variant",
     "bernoulli_difference_trace",
+    "check_joint",
     "conditional_bias",
     "design_covariance",
     "difference_advantages",
@@ -73,4 +75,5 @@ __all__ = [
     "target_coefficients",
     "token_counts",
     "variance_estimate",
+    "weighted_advantages",
 ]

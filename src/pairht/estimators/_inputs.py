@@ -13,7 +13,13 @@ from typing import Any, overload
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import as_real_array, check_finite, check_probabilities, name_index
+from pairht._validation import (
+    as_real_array,
+    check_finite,
+    check_probabilities,
+    check_symmetric,
+    name_index,
+)
 
 #: Tolerance for the symmetry of ``joint``: designs compute rho_ij and rho_ji by the same
 #: arithmetic, so a larger gap means the argument is not a joint-inclusion matrix.
@@ -140,16 +146,7 @@ def check_joint(joint: ArrayLike, g: int, name: str = "joint") -> np.ndarray:
         )
     # one contiguous transposed copy serves both the check and the symmetrisation (strided
     # transposed reads in two separate expressions cost several times more)
-    transposed = np.ascontiguousarray(np.swapaxes(arr, -1, -2))
-    gap = arr - transposed
-    np.abs(gap, out=gap)
-    if gap.max(initial=0.0) > SYMMETRY_ATOL:
-        where = tuple(int(i) for i in np.argwhere(gap > SYMMETRY_ATOL)[0])
-        swapped = (*where[:-2], where[-1], where[-2])
-        raise ValueError(
-            f"{name} must be symmetric (rho_ij = rho_ji); {name}{name_index(where)} = "
-            f"{arr[where].item()!r} but {name}{name_index(swapped)} = {arr[swapped].item()!r}"
-        )
+    transposed = check_symmetric(name, arr, SYMMETRY_ATOL, "rho_ij = rho_ji")
     transposed += arr
     transposed *= 0.5
     check_frechet(transposed, name)

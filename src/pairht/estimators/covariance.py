@@ -35,7 +35,12 @@ import numba
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_finite, check_probabilities, check_table_size
+from pairht._validation import (
+    check_finite,
+    check_probabilities,
+    check_symmetric,
+    check_table_size,
+)
 from pairht.designs.base import Design
 from pairht.designs.bernoulli import Bernoulli
 from pairht.estimators._inputs import (
@@ -398,11 +403,8 @@ def _check_gram(gram: ArrayLike, g: int) -> np.ndarray:
             f"gram must have shape (..., G, G) with G = {g}: the inner products "
             f"<s_i, s_j> of the scores; got shape {arr.shape}"
         )
-    gap = np.abs(arr - np.swapaxes(arr, -1, -2)).max(initial=0.0)
-    if gap > GRAM_SYMMETRY_RTOL * max(np.abs(arr).max(initial=0.0), 1e-300):
-        raise ValueError(
-            f"gram must be symmetric (g_ij = <s_i, s_j> = g_ji); largest asymmetry {gap!r}"
-        )
+    check_symmetric("gram", arr, GRAM_SYMMETRY_RTOL * max(np.abs(arr).max(initial=0.0), 1e-300),
+                    "g_ij = <s_i, s_j> = g_ji")
     return arr
 
 

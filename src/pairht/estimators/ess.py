@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_finite, name_index
+from pairht._validation import check_finite, check_symmetric, name_index
 
 
 def ess(weights: ArrayLike) -> float | np.ndarray:
@@ -59,12 +59,9 @@ def ess(weights: ArrayLike) -> float | np.ndarray:
                 f"weights with two or more axes must be (..., G, G) edge-weight matrices; "
                 f"got shape {w.shape}"
             )
-        gap = np.abs(w - np.swapaxes(w, -1, -2)).max(initial=0.0)
-        if gap > 1e-12 * np.abs(w).max(initial=0.0):
-            raise ValueError(
-                "weights matrices must be symmetric (W_ij = W_ji, one weight per edge); "
-                "pass a flat vector for per-edge weights"
-            )
+        check_symmetric("weights", w, 1e-12 * np.abs(w).max(initial=0.0),
+                        "W_ij = W_ji, one weight per edge; pass a flat vector for per-edge "
+                        "weights")
         iu, ju = np.triu_indices(g, k=1)
         edges = w[..., iu, ju]
     total = edges.sum(axis=-1)

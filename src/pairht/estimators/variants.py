@@ -26,12 +26,14 @@ with :func:`register_variant`, in the style of verl's ``@register_adv_est``.
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
 import numpy as np
 
 from pairht.estimators._inputs import n_pairs
+from pairht.registry import Registry
 
 
 class Variant(abc.ABC):
@@ -93,14 +95,27 @@ class Variant(abc.ABC):
         return f"<pair-estimator variant {self.name!r}: {self.bias}>"
 
 
+@dataclasses.dataclass(frozen=True)
+class VariantCapabilities:
+    """What a variant declares (read from its class attributes when it registers): see
+    :class:`Variant` for each field."""
+
+    unbiased: bool = False
+    uses_joint: bool = True
+    linear: bool = True
+    needs_w_max: bool = False
+    needs_pi: bool = False
+
+
 #: Registry of edge-weighting variants, name -> instance.
-VARIANTS: dict[str, Variant] = {}
+VARIANTS: Registry[Variant] = Registry("weighting", VariantCapabilities)
 
 _V = TypeVar("_V", bound=type[Variant])
 
 
 def register_variant(name: str) -> Callable[[_V], _V]:
-    """Class decorator registering a :class:`Variant` subclass under ``name`` in VARIANTS.
+    """Class decorator registering a :class:`Variant` subclass under ``name`` in VARIANTS,
+    its capabilities (:class:`VariantCapabilities`) read from its class attributes.
 
     Examples
     --------
@@ -112,8 +127,8 @@ def register_variant(name: str) -> Callable[[_V], _V]:
     ...     def weights(self, observed, joint, *, w_max, pi):
     ...         g = observed.shape[-1]
     ...         return np.where(observed, 0.5 / (g * (g - 1) / 2 * joint), 0.0)
-    >>> VARIANTS["half_exact"].name
-    'half_exact'
+    >>> VARIANTS["half_exact"].name, VARIANTS.capabilities("half_exact").linear
+    ('half_exact', True)
     >>> del VARIANTS["half_exact"]
     """
 
@@ -121,7 +136,8 @@ def register_variant(name: str) -> Callable[[_V], _V]:
         if name in VARIANTS:
             raise ValueError(f"variant name {name!r} is already registered")
         cls.name = name
-        VARIANTS[name] = cls()
+        caps = {f.name: getattr(cls, f.name) for f in dataclasses.fields(VariantCapabilities)}
+        VARIANTS.register(name, cls(), **caps)
         return cls
 
     return decorate

@@ -31,12 +31,15 @@ accounting):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import dataclasses
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from pairht.allocation._checks import check_pi_min
+from pairht._validation import check_pi_min
+from pairht.allocation.solver import uniform_share
+from pairht.registry import Registry
 from pairht.step.inputs import StepInputs
 
 
@@ -51,69 +54,41 @@ class Allocator(Protocol):
         ...
 
 
-class AllocatorRegistry(Mapping[str, "Allocator"]):
-    """name -> allocator object: the only source of allocator names.
+@dataclasses.dataclass(frozen=True)
+class AllocatorCapabilities:
+    """What an allocator declares when it registers (read from
+    ``ALLOCATORS.capabilities(name)``, never from the object).
 
-    A read-only mapping (``name in ALLOCATORS``, ``ALLOCATORS[name]``, iteration) that is
-    complete on every read: the paper's comparators (:mod:`pairht.comparators`) are
-    registered on the first read, so that importing the step does not import them (imports
-    run one way: the comparators build on the step). Entries are added by
-    :func:`register_allocator` and removed with ``del`` (tests, examples).
+    Attributes
+    ----------
+    takes_size : bool
+        A rule of PAIR's program: it takes ``size`` (``plan_continuations`` passes
+        ``"auto"``), ``proxy``, ``covariance_term`` and ``warm_start``.
+    takes_score_norm : bool
+        It weights edges by a predicted score norm, passed as ``score_norm=`` (``(B, G)``).
+    takes_known_rewards : bool
+        It reads the finished candidates' rewards before the draw, passed as ``known=``.
+    estimator : str
+        How its draw is estimated: ``"ht"`` (pair-HT with the run's weighting) or
+        ``"difference"`` (:mod:`pairht.estimators.difference`).
     """
 
-    def __init__(self) -> None:
-        self._entries: dict[str, Allocator] = {}
-        self._complete = False
-
-    def _load(self) -> None:
-        if not self._complete:
-            self._complete = True  # before the import: registering reads the registry
-            # One way: the step reads the comparators' table; they never import the step.
-            from pairht.comparators.allocators import COMPARATORS
-
-            for name, obj in COMPARATORS.items():
-                if name not in self._entries:
-                    register_allocator(name)(obj)
-                bind = getattr(obj, "bind_group_rule", None)
-                if bind is not None:  # pair_joint's group level at a size: "pair"
-                    bind(self._entries["pair"])
-
-    def __getitem__(self, name: str) -> Allocator:
-        self._load()
-        return self._entries[name]
-
-    def __iter__(self) -> Iterator[str]:
-        self._load()
-        return iter(self._entries)
-
-    def __len__(self) -> int:
-        self._load()
-        return len(self._entries)
-
-    def __contains__(self, name: object) -> bool:
-        self._load()
-        return name in self._entries
-
-    def __delitem__(self, name: str) -> None:
-        del self._entries[name]
-
-    def _add(self, name: str, inst: Allocator) -> None:
-        current = self._entries.get(name)
-        if current is not None and current is not inst:
-            raise ValueError(f"allocator name {name!r} is already registered "
-                             f"({type(current).__name__})")
-        self._entries[name] = inst
-
-    def __repr__(self) -> str:
-        return f"AllocatorRegistry({sorted(self)})"
+    takes_size: bool = False
+    takes_score_norm: bool = False
+    takes_known_rewards: bool = False
+    estimator: str = "ht"
 
 
-#: name -> allocator object; the only source of allocator names (comparators included).
-ALLOCATORS = AllocatorRegistry()
+#: name -> allocator object; the only source of allocator names. The paper's comparators
+#: arrive on the first read (:mod:`pairht.step.comparator_rules`, a loader): importing the
+#: step does not import them, and they never import the step.
+ALLOCATORS: Registry[Allocator] = Registry(
+    "allocator", AllocatorCapabilities, loaders=("pairht.step.comparator_rules",))
 
 
-def register_allocator(name: str) -> Callable[[Any], Any]:
-    """Decorator registering an allocator class (instantiated without arguments) or object.
+def register_allocator(name: str, **capabilities: Any) -> Callable[[Any], Any]:
+    """Decorator registering an allocator class (instantiated without arguments) or object
+    under ``name``, with its :class:`AllocatorCapabilities` as keywords.
 
     Examples
     --------
@@ -124,8 +99,8 @@ def register_allocator(name: str) -> Callable[[Any], Any]:
     ...     def pi(self, inputs, **options):
     ...         pi = np.where(inputs.finished, 1.0, 0.5)
     ...         return pi, {"status": np.full(pi.shape[0], "optimal")}
-    >>> "half_doc_example" in ALLOCATORS
-    True
+    >>> "half_doc_example" in ALLOCATORS, ALLOCATORS.capabilities("half_doc_example").estimator
+    (True, 'ht')
     >>> del ALLOCATORS["half_doc_example"]
     """
     if not isinstance(name, str) or not name:
@@ -133,12 +108,13 @@ def register_allocator(name: str) -> Callable[[Any], Any]:
 
     def add(obj: Any) -> Any:
         inst = obj() if isinstance(obj, type) else obj
-        if getattr(inst, "name", name) != name:
+        if not isinstance(inst, Allocator):
+            raise TypeError(f"allocator {name!r} must have a name and a method "
+                            f"pi(inputs, **options)")
+        if inst.name != name:
             raise ValueError(f"allocator registered as {name!r} has name {inst.name!r}; they "
                              f"must agree")
-        if not callable(getattr(inst, "pi", None)):
-            raise TypeError(f"allocator {name!r} must have a method pi(inputs, **options)")
-        ALLOCATORS._add(name, inst)
+        ALLOCATORS.register(name, inst, **capabilities)
         return obj
 
     return add
@@ -146,15 +122,13 @@ def register_allocator(name: str) -> Callable[[Any], Any]:
 
 def get_allocator(name: str) -> Allocator:
     """The allocator registered as ``name`` (ValueError naming the registered ones)."""
-    if not isinstance(name, str) or name not in ALLOCATORS:
-        raise ValueError(f"allocator must be one of {allocator_names()}; got {name!r}")
-    return ALLOCATORS[name]
+    return ALLOCATORS.get(name)
 
 
 def program_allocators() -> tuple[str, ...]:
     """The allocators that solve PAIR's program (``takes_size``): they take its ``size``,
     ``proxy``, ``covariance_term``, ``warm_start`` and solver options."""
-    return tuple(n for n in allocator_names() if getattr(ALLOCATORS[n], "takes_size", False))
+    return tuple(sorted(ALLOCATORS.names(takes_size=True)))
 
 
 #: The prefix rules a width choice weighs against small-group GRPO (allocator names, also
@@ -212,11 +186,7 @@ def expected_cost(inputs: StepInputs, pi: np.ndarray) -> np.ndarray:
 
 def uniform_pi(inputs: StepInputs) -> np.ndarray:
     """``min(1, budget / sum_u c_u)`` on unfinished candidates, 1 on finished ones."""
-    full = inputs.full_cost
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(full > 0, np.minimum(1.0, inputs.budget / np.where(full > 0, full, 1.0)),
-                     1.0)
-    return np.where(inputs.finished, 1.0, t[:, None])
+    return np.where(inputs.finished, 1.0, uniform_share(inputs.budget, inputs.full_cost)[:, None])
 
 
 #: Options ``plan_continuations`` passes to every allocator; a rule that does not use one
@@ -304,7 +274,7 @@ class PointwiseAllocator:
                          "bernoulli")
 
 
-@register_allocator("pair_strata")
+@register_allocator("pair_strata", takes_score_norm=True)
 class PairStrataAllocator:
     r"""PAIR's predictions as strata: predicted successes and failures drawn apart (SRSWOR
     within each, independently), sizes by Neyman's rule (:mod:`pairht.step.strata`).
@@ -334,8 +304,6 @@ class PairStrataAllocator:
 
     name = "pair_strata"
     design = "stratified"
-    #: Takes predicted score norms (``score_norm``, ``(B, G)``): the audit passes ``m_hat``.
-    takes_score_norm = True
 
     def pi(self, inputs: StepInputs, *, pi_min: float = 0.08, size: Any = None,
            score_norm: np.ndarray | None = None, **common: Any
@@ -369,7 +337,8 @@ def _score_norm(inputs: StepInputs, score_norm: np.ndarray | None) -> np.ndarray
     return m
 
 
-@register_allocator("pair_dr")
+@register_allocator("pair_dr", estimator="difference", takes_score_norm=True,
+                    takes_known_rewards=True)
 class PairDifferenceAllocator:
     r"""Neyman allocation for the difference estimator, one budget for the batch
     (:mod:`pairht.step.neyman`).
@@ -397,11 +366,6 @@ class PairDifferenceAllocator:
 
     name = "pair_dr"
     design = "bernoulli"
-    estimator = "difference"
-    #: Takes predicted score norms (``score_norm``, ``(B, G)``): the audit passes ``m_hat``.
-    takes_score_norm = True
-    #: Takes the finished candidates' rewards (``known``, ``(B, G)``).
-    takes_known_rewards = True
 
     def pi(self, inputs: StepInputs, *, pi_min: float = 0.08, size: Any = None,
            score_norm: np.ndarray | None = None, known: np.ndarray | None = None,
@@ -427,7 +391,7 @@ class PairDifferenceAllocator:
                          prompt_budget=expected_cost(inputs, pi))
 
 
-@register_allocator("pair")
+@register_allocator("pair", takes_size=True)
 class PairAllocator:
     r"""PAIR's convex continuation program with finished candidates fixed at ``pi = 1``.
 
@@ -463,8 +427,6 @@ class PairAllocator:
     """
 
     name = "pair"
-    #: The rule has a size of its own (``size="auto"`` reaches it; see plan_continuations).
-    takes_size = True
 
     def pi(self, inputs: StepInputs, *, pi_min: float = 0.08, proxy: str = "disagreement",
            covariance_term: bool = True, size: int | str | None = None,
@@ -488,7 +450,7 @@ class PairAllocator:
         return sol.pi, info
 
 
-@register_allocator("pair_batch")
+@register_allocator("pair_batch", takes_size=True)
 class PairBatchAllocator:
     r"""PAIR with one suffix budget for the batch, split across prompts by PAIR's own proxy,
     robustly: never predicted worse than each prompt at its own budget.
@@ -563,7 +525,6 @@ class PairBatchAllocator:
     """
 
     name = "pair_batch"
-    takes_size = True
 
     def pi(self, inputs: StepInputs, *, pi_min: float = 0.08, proxy: str = "disagreement",
            covariance_term: bool = True, size: int | str | None = None, grid: int = 64,

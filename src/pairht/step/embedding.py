@@ -12,7 +12,6 @@ of everything, hence ``rho_ij = pi_j`` for finished ``i`` and ``rho_ij = 1`` for
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, ClassVar
 
 import numpy as np
@@ -171,11 +170,11 @@ def unfinished_design(kind: str, pi_u: ArrayLike, rng: RNGLike = None,
             return Bernoulli(pi)
         return strat
     extra = dict(kwargs)
-    if cls.fixed_size:
-        if _takes_rng(cls):
+    if DESIGNS.capabilities(name).fixed_size:
+        if DESIGNS.capabilities(name).takes_rng:
             extra.setdefault("rng", as_generator(rng))
         return MixedSize(pi, base=name, **extra)
-    if _takes_rng(cls):
+    if DESIGNS.capabilities(name).takes_rng:
         extra.setdefault("rng", as_generator(rng))
     return cls(pi, **extra)
 
@@ -221,10 +220,8 @@ def unfinished_mixture(kind: str, pi_lo: ArrayLike, pi_hi: ArrayLike, weight_hi:
     if lo.size == 1:
         return Bernoulli((1.0 - f) * lo + f * hi)
     extra = dict(kwargs)
-    if _takes_rng(BASE_KINDS[base]):
+    if DESIGNS.capabilities(base).takes_rng:
         extra.setdefault("rng", as_generator(rng))
     return MixedSize.from_components(lo, hi, f, base=base, **extra)
 
 
-def _takes_rng(cls: type) -> bool:
-    return "rng" in inspect.signature(cls).parameters

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pairht.allocation.baselines import fill_to_budget
 from pairht.estimators import n_pairs
 from pairht.estimators.difference import target_coefficients
 
@@ -63,7 +64,7 @@ def coefficient_energy(p_hat: np.ndarray, finished: np.ndarray,
 
 
 def neyman_pi(w: np.ndarray, c: np.ndarray, unfinished: np.ndarray, total: float,
-              pi_min: float, *, iters: int = 200) -> tuple[np.ndarray, str]:
+              pi_min: float) -> tuple[np.ndarray, str]:
     r"""``pi`` minimising ``sum (1/pi - 1) w`` at ``sum pi c = total`` over ``unfinished``.
 
     Finished entries get 1. Returns ``(pi, status)``: ``"neyman"`` (the budget binds),
@@ -90,37 +91,16 @@ def neyman_pi(w: np.ndarray, c: np.ndarray, unfinished: np.ndarray, total: float
         pi[unf] = pi_min
         return pi, "floor"
 
-    def at(lam: float) -> np.ndarray:
-        out = np.ones(w.shape)
-        out[unf] = pi_min
-        out[live] = np.clip(np.sqrt(w[live] / (lam * c[live])), pi_min, 1.0)
-        return out
-
-    def cost(lam: float) -> float:
-        return float((at(lam) * cu).sum())
-
+    # Neyman: pi = clip(sqrt(w / (lambda c)), pi_min, 1) = clip(t sqrt(w / c), pi_min, 1), the
+    # scale spending the budget found by exact water-filling; with every contrast paid in
+    # full the rest lifts the others uniformly (the same filling)
     dead = unf & ~live
     live_cost = float(cu[live].sum())
-    if live_cost + pi_min * float(cu[dead].sum()) <= total:
-        # every predicted contrast paid in full: the rest spread over the others, uniformly
-        pi[dead] = min(1.0, (total - live_cost) / float(cu[dead].sum())) if dead.any() else 1.0
-        return pi, "contrast_full"
-    lo, hi = 1e-300, 1.0
-    while cost(hi) > total:  # cost falls as lambda grows
-        hi *= 1e4
-    for _ in range(iters):  # bisection in log space: lambda spans many decades
-        mid = float(np.sqrt(lo * hi))
-        if cost(mid) > total:
-            lo = mid
-        else:
-            hi = mid
-        if hi <= lo * (1.0 + 1e-15):
-            break
-    pi = at(hi)
-    # the last step leaves cost(hi) <= total; spend the rest on the interior units exactly
-    inner = live & (pi > pi_min) & (pi < 1.0)
-    gap = total - float((pi * cu).sum())
-    if inner.any() and gap > 0.0:
-        scale = 1.0 + gap / float((pi[inner] * c[inner]).sum())
-        pi[inner] = np.minimum(pi[inner] * scale, 1.0)
-    return pi, "neyman"
+    status = ("contrast_full" if live_cost + pi_min * float(cu[dead].sum()) <= total
+              else "neyman")
+    free = live & (c <= 0)  # a contrast that costs nothing is always paid
+    ratio = np.divide(w, c, out=np.zeros(w.shape), where=live & ~free)
+    pi[unf] = fill_to_budget(np.sqrt(ratio[unf])[None, :], cu[unf][None, :],
+                             np.array([total]), pi_min)[0]
+    pi[free] = 1.0
+    return pi, status

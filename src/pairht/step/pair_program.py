@@ -14,7 +14,7 @@ program is one over the unfinished set ``U`` alone,
 
 subject to ``sum_U c_i pi_i <= budget`` and ``pi_min <= pi_i <= 1`` (realised accounting:
 finished candidates cost nothing), optionally with ``sum_U pi_i = n`` (:func:`fold_finished`,
-solved by :func:`pairht.allocation.energy.solve_program`, which takes ``b`` as given).
+solved by :func:`pairht.allocation.solve_program`, which takes ``b`` as given).
 
 **Fixed size at any budget** (``size="auto"``, :func:`solve_pair`): with ``k`` unfinished
 candidates and ``t = min(1, budget / sum_U c_u)``, the expected size of uniform SRSWOR at the
@@ -36,9 +36,10 @@ from typing import Any
 import numpy as np
 
 from pairht.allocation.energy import NAME as LENGTH_ENERGY
-from pairht.allocation.energy import length_energy, solve_program
+from pairht.allocation.energy import length_energy
 from pairht.allocation.proxies import PROXY_KINDS, edge_proxy, shared_vertex_term
 from pairht.allocation.sizes import largest_affordable_size
+from pairht.allocation.solver import solve_program, uniform_share
 from pairht.step.inputs import StepInputs
 
 #: Edge proxies of the ``pair`` allocator: the allocation module's, and the length energy
@@ -186,10 +187,7 @@ def solve_pair(inputs: StepInputs, *, pi_min: float, proxy: str = "disagreement"
         status=np.where(n_u == 0, "all_finished", "optimal").astype(object),
         converged=np.ones(B, dtype=bool), kkt_residual=np.zeros(B),
         fallback_used=np.zeros(B, dtype=bool))
-    full = inputs.full_cost
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(full > 0, np.minimum(1.0, inputs.budget / np.where(full > 0, full, 1.0)),
-                     1.0)
+    t = uniform_share(inputs.budget, inputs.full_cost)
     single = n_u == 1
     sol.pi[single] = np.where(unf[single], t[single, None], 1.0)
     if not (n_u >= 2).any():
@@ -264,8 +262,7 @@ class _Group:
         sym = self.sym[sel]
         if sym.any():
             if size is None:
-                full = self.c[sel][sym].sum(axis=1)
-                out[sym] = np.minimum(1.0, budget[sym] / full)[:, None]
+                out[sym] = uniform_share(budget[sym], self.c[sel][sym].sum(axis=1))[:, None]
             else:
                 out[sym] = (size[sym] / self.k)[:, None]
         hard = ~sym

@@ -32,7 +32,7 @@ from pairht.designs import Design
 from pairht.designs.anchored import AnchoredPair
 from pairht.designs.registry import step_design_kind
 from pairht.estimators import n_pairs
-from pairht.step.allocators import expected_cost, get_allocator
+from pairht.step.allocators import ALLOCATORS, expected_cost, get_allocator
 from pairht.step.embedding import WithFinished, fixed_base, unfinished_design, unfinished_mixture
 from pairht.step.inputs import StepInputs, shrink_predictions
 
@@ -193,7 +193,7 @@ def plan_continuations(
     alloc = get_allocator(allocator)
     gen = as_generator(rng)
     used = shrink_predictions(inputs, skill_success, skill_cost)
-    sized = getattr(alloc, "takes_size", False)
+    sized = ALLOCATORS.capabilities(allocator).takes_size
     if isinstance(size, str) and size == "auto" and design is not None and sized and \
             fixed_base(step_design_kind(design)) is None:
         size = None  # "auto" with a design of random size: the program of that design
@@ -207,17 +207,9 @@ def plan_continuations(
     pi = np.empty((B, G))
     joint = np.empty((B, G, G))
     selected = np.empty((B, G), dtype=bool)
-    fixed = np.asarray(info.get("fixed_size", np.zeros(B, dtype=bool)), dtype=bool)
-    two_sizes = fixed_base(kind) is not None and "pi_lo" in info
     for b in range(B):
-        comps = None
-        group_kind = kind
-        if two_sizes and fixed[b]:
-            comps = (info["pi_lo"][b], info["pi_hi"][b], float(info["weight_hi"][b]))
-        elif two_sizes and info.get("sized", False):
-            group_kind = "bernoulli"  # a sized rule's group that affords no size >= 2
-        d = group_design(group_kind, pi_alloc[b], used.finished[b], gen,
-                         anchor_pair=bool(anchor_pair), components=comps)
+        d = info_group_design(kind, pi_alloc[b], used.finished[b], info, b, gen,
+                              anchor_pair=bool(anchor_pair))
         pi[b] = d.pi
         joint[b] = d.joint()
         selected[b] = d.sample(gen)
@@ -254,6 +246,23 @@ def group_design(kind: str, pi: np.ndarray, finished: np.ndarray, rng: RNGLike =
     if anchor_pair:
         design = AnchoredPair(design)
     return design
+
+
+def info_group_design(kind: str, pi: np.ndarray, finished: np.ndarray, info: dict[str, Any],
+                      b: int, rng: RNGLike = None, anchor_pair: bool = False) -> Design:
+    """Prompt ``b``'s design as the step builds it from an allocator's ``info`` (the one
+    per-group design choice, shared with the audit): the two solved sizes of a fixed-size
+    ``kind`` mixed where the group has them (``info["fixed_size"][b]``), Bernoulli where a
+    sized rule's group affords no size of at least two, else ``kind`` over the unfinished
+    candidates (:func:`group_design`). ``pi`` and ``finished`` are the group's ``(G,)``."""
+    two_sizes = fixed_base(kind) is not None and "pi_lo" in info
+    fixed = info.get("fixed_size")
+    if two_sizes and fixed is not None and bool(np.asarray(fixed)[b]):
+        comps = (info["pi_lo"][b], info["pi_hi"][b], float(info["weight_hi"][b]))
+        return group_design(kind, pi, finished, rng, anchor_pair=anchor_pair, components=comps)
+    if two_sizes and info.get("sized", False):
+        kind = "bernoulli"  # a sized rule's group that affords no size >= 2
+    return group_design(kind, pi, finished, rng, anchor_pair=anchor_pair)
 
 
 def _check_allocator_pi(name: str, pi: Any, inputs: StepInputs) -> np.ndarray:

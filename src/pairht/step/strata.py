@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pairht.allocation.baselines import fill_to_budget
 from pairht.allocation.proxies import disagreement
 
 #: ``p_hat`` at or above this puts an unfinished candidate in the predicted-success stratum.
@@ -93,25 +94,11 @@ def stratum_pi(p: np.ndarray, c: np.ndarray, finished: np.ndarray, budget: float
     if float((floor * cbar).sum()) > budget * (1.0 + 1e-12):
         return pi, "floor"
 
-    def sizes(lam: float) -> np.ndarray:
-        return np.clip(lam * weight, floor, N)
-
-    lo_l, hi_l = 0.0, 1.0
-    while float((sizes(hi_l) * cbar).sum()) < budget:  # ends: budget < full, weights > 0
-        hi_l *= 2.0
-    for _ in range(200):  # bisection on lambda: spent cost is nondecreasing in it
-        mid = 0.5 * (lo_l + hi_l)
-        if float((sizes(mid) * cbar).sum()) < budget:
-            lo_l = mid
-        else:
-            hi_l = mid
-    n = sizes(hi_l)
-    # spend the budget exactly: the last piece is linear in lambda between lo_l and hi_l
-    n_lo = sizes(lo_l)
-    gap = float(((n - n_lo) * cbar).sum())
-    if gap > 0:
-        t = (budget - float((n_lo * cbar).sum())) / gap
-        n = n_lo + np.clip(t, 0.0, 1.0) * (n - n_lo)
-    for m, n_h, N_h in zip(strata, n, N):
-        pi[m] = min(1.0, n_h / N_h)
+    # Neyman's sizes n_h = clip(lambda weight_h, floor_h, N_h) at sum n_h cbar_h = budget: in
+    # pi_h = n_h / N_h the water-filling clip(t weight_h / N_h, floor_h / N_h, 1) at costs
+    # N_h cbar_h, solved exactly
+    level = fill_to_budget((weight / N)[None, :], (N * cbar)[None, :], np.array([budget]),
+                           (floor / N)[None, :])[0]
+    for m, pi_h in zip(strata, level):
+        pi[m] = min(1.0, float(pi_h))
     return pi, "stratified"

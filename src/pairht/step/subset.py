@@ -36,6 +36,8 @@ import math
 
 import numpy as np
 
+from pairht.designs.base import srswor_inclusion
+
 
 def check_prefix_width(width: object, G: int) -> int:
     """``width`` as an int in ``[2, G]`` (a pair needs two prefixes), or a ``ValueError``
@@ -103,8 +105,7 @@ def subset_budget_ratio(prefix: float, suffix: float, budget_ratio: float,
 
 def pair_share(width: int, G: int) -> float:
     """``P(i, j both in S) = w (w - 1) / (G (G - 1))`` of a uniform ``w``-subset of ``G``."""
-    w = check_prefix_width(width, G)
-    return w * (w - 1) / (G * (G - 1))
+    return float(srswor_inclusion(check_prefix_width(width, G), G, 2))
 
 
 def two_phase_design(pi: np.ndarray, joint: np.ndarray, subsets: np.ndarray,

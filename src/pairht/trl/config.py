@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pairht._validation import check_budget_ratio
 from pairht.designs import DESIGNS
 from pairht.estimators import VARIANTS
 from pairht.estimators.horvitz_thompson import check_w_max, resolve_variant
@@ -115,7 +116,7 @@ def rule_estimator(allocator: str) -> str:
     pair-HT estimator with the config's ``weighting``)."""
     from pairht.step import ALLOCATORS
 
-    return str(getattr(ALLOCATORS[allocator], "estimator", "ht"))
+    return ALLOCATORS.capabilities(allocator).estimator
 
 
 def switchable_rules(weighting: str) -> tuple[str, ...]:
@@ -739,12 +740,7 @@ class PairGRPOConfig(GRPOConfig):
                 f"{self.snap_window}, max_completion_length={length}. Leave tau and "
                 f"snap_window at None (min(256, L // 4) and min(32, L // 8)) or lower them"
             )
-        if self.budget_ratio < self.pi_min:
-            raise ValueError(
-                f"budget_ratio must be at least pi_min (the floor alone costs pi_min of the "
-                f"full-group suffix); got budget_ratio={self.budget_ratio!r}, "
-                f"pi_min={self.pi_min!r}"
-            )
+        check_budget_ratio(self.budget_ratio, self.pi_min)
         if self.edge_proxy not in trainable_edge_proxies():
             raise ValueError(
                 f"edge_proxy={self.edge_proxy!r} needs a score-norm or pair-energy predictor, "

@@ -847,7 +847,7 @@ class PairGRPOTrainer(GRPOTrainer):
              "covariance_term": args.covariance_term, "warm_start": warm}
             if args.allocator in program_allocators() else {}
         )
-        if getattr(ALLOCATORS[args.allocator], "takes_score_norm", False):
+        if ALLOCATORS.capabilities(args.allocator).takes_score_norm:
             # the same score-norm prediction the audit's populations carry (m_hat), so the
             # rule the trainer runs is the rule the audit measured
             from pairht.torch.heads import score_norm_proxy

@@ -1,0 +1,20 @@
+"""The paper's comparators as allocators of the step: the loader of
+:data:`pairht.step.ALLOCATORS`, imported on its first read.
+
+The comparators (:mod:`pairht.comparators`) never import the step; this module, on the step's
+side, registers each of them with its capabilities like any other allocator, and lends
+``pair_joint`` the step's ``"pair"`` rule for its group level at a size.
+"""
+
+from __future__ import annotations
+
+from pairht.comparators.allocators import COMPARATORS
+from pairht.step.allocators import ALLOCATORS, register_allocator
+
+#: Declared capabilities of each comparator (the rest take the defaults: estimated by
+#: pair-HT, no size, no score norm, no known rewards).
+CAPABILITIES = {"pair_joint": {"takes_size": True}}
+
+for _name, _obj in COMPARATORS.items():
+    register_allocator(_name, **CAPABILITIES.get(_name, {}))(_obj)
+COMPARATORS["pair_joint"].bind_group_rule(ALLOCATORS["pair"])
