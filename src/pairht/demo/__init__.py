@@ -7,4 +7,4 @@ heads and audit mode. :mod:`pairht.demo.toy` builds a tiny Llama and tokenizer l
 
 from pairht._extras import require
 
-require("pairht.demo", "trl", "torch", "transformers", "trl")
+require("pairht.demo", "trl", "torch", "transformers")  # the toy task needs no TRL
