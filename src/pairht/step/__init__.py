@@ -30,7 +30,14 @@ from pairht.step.estimators import (
 )
 from pairht.step.inputs import StepInputs, score_norm_proxy, shrink_predictions
 from pairht.step.plan import ContinuationPlan, group_design, plan_continuations, plan_metrics
-from pairht.step.step_plan import ROW_FIELDS, WIDTHS, StepPlan, head_labels, plan_step
+from pairht.step.step_plan import (
+    ROW_FIELDS,
+    WIDTHS,
+    StepPlan,
+    head_labels,
+    plan_step,
+    prefix_candidates,
+)
 from pairht.step.subset import draw_subsets, subset_budget_ratio, two_phase_design
 
 __all__ = [
@@ -56,6 +63,7 @@ __all__ = [
     "plan_continuations",
     "plan_metrics",
     "plan_step",
+    "prefix_candidates",
     "program_allocators",
     "register_allocator",
     "register_estimator",

@@ -221,6 +221,36 @@ class StepPlan:
         )
 
 
+def prefix_candidates(width: str, n_groups: int, group_size: int, *,
+                      prefix_group_size: int | None = None,
+                      rng: RNGLike = None) -> np.ndarray:
+    """The candidates of each group given a prefix before the plan, ``(B, w)`` sorted.
+
+    ``"prefixes"``: all ``G`` (``w = G``); ``"subset"``: a uniform ``prefix_group_size``-subset
+    of each group (:func:`~pairht.step.draw_subsets`, the only width that draws from ``rng``);
+    ``"whole"``: none (``w = 0``, no prefix phase). Pass the result to :func:`plan_step` as
+    ``subset``.
+
+    Examples
+    --------
+    >>> prefix_candidates("prefixes", 1, 3).tolist(), prefix_candidates("whole", 1, 3).shape
+    ([[0, 1, 2]], (1, 0))
+    """
+    from pairht.step.subset import draw_subsets
+
+    B, G = int(n_groups), int(group_size)
+    if width == "subset":
+        if prefix_group_size is None:
+            raise ValueError("width 'subset' needs prefix_group_size, the candidates per "
+                             "group given prefixes")
+        return draw_subsets(B, G, prefix_group_size, as_generator(rng))
+    if width == "prefixes":
+        return np.tile(np.arange(G), (B, 1))
+    if width == "whole":
+        return np.zeros((B, 0), dtype=np.int64)
+    raise ValueError(f"width must be one of {list(WIDTHS)}; got {width!r}")
+
+
 def plan_step(
     p_hat: ArrayLike | None = None,
     c_hat: ArrayLike | None = None,
@@ -266,7 +296,9 @@ def plan_step(
         phase 1 with :func:`~pairht.step.draw_subsets`).
     width : {"prefixes", "subset", "whole"}
     subset : (B, w) array_like of int, optional
-        Width ``"subset"``: the candidates given prefixes.
+        The candidates given prefixes (:func:`prefix_candidates`): read at width
+        ``"subset"``; at the other widths it must be every candidate (``"prefixes"``) or
+        none (``"whole"``).
     prefix_tokens : (B, G) array_like, optional
         Phase-1 tokens, for the accounting (and the score-norm proxy).
     history : mapping, optional
@@ -314,6 +346,13 @@ def plan_step(
         raise ValueError(f"width must be one of {list(WIDTHS)}; got {width!r}")
     gen = as_generator(rng)
     name = default_estimator(allocator) if estimator is None else _check_estimator(estimator)
+    if width != "subset" and subset is not None:
+        S0 = np.asarray(subset)
+        G0 = S0.shape[1] if width == "prefixes" else 0
+        if S0.ndim != 2 or S0.shape[1] != G0 or (G0 and np.any(S0 != np.arange(G0))):
+            raise ValueError(f"subset at width {width!r} must be prefix_candidates's: every "
+                             f"candidate ('prefixes') or none ('whole'); got shape {S0.shape}")
+        subset = None
     if width == "whole":
         return _plan_whole(n_groups, group_size, whole_group_size, gen, pi_min, name)
     if p_hat is None or c_hat is None or finished is None:
@@ -339,8 +378,6 @@ def plan_step(
         # capped at 1: a width at or below G' affords every suffix
         ratio = 1.0 if unfinished_cost <= 0.0 else min(1.0, subset_budget_ratio(
             float(pre.sum()), unfinished_cost, ratio, S.shape[1] / G))
-    elif subset is not None:
-        raise ValueError(f"subset is read at width 'subset' only; got width {width!r}")
     inputs = StepInputs.from_ratio(p, c, done, budget_ratio=ratio, prefix_tokens=pre,
                                    history=history)
     extra = dict(options)
@@ -359,7 +396,9 @@ def plan_step(
     pi, joint, selected, pi_alloc = cont.pi, cont.joint, cont.selected, cont.pi_alloc
     p_out, c_out, done_out, pre_out = p, inputs.c_hat, done, pre
     inner = None
+    metrics = dict(cont.metrics)
     if S is not None:
+        metrics["prefix_group_size"] = float(S.shape[1])
         inner = joint
         pi_alloc = two_phase_pi(pi_alloc, S, G)
         pi, joint = two_phase_design(pi, joint, S, G)
@@ -368,7 +407,7 @@ def plan_step(
     return StepPlan(pi=pi, selected=selected, joint=joint, pi_alloc=pi_alloc, estimator=name,
                     width=width, p_hat=p_out, c_hat=c_out, finished=done_out,
                     prefix_tokens=pre_out, budget=inputs.budget, subset=S, inner_joint=inner,
-                    metrics=dict(cont.metrics), continuation=cont)
+                    metrics=metrics, continuation=cont)
 
 
 def _plan_whole(n_groups: int | None, group_size: int | None, size: float | None,
@@ -390,7 +429,8 @@ def _plan_whole(n_groups: int | None, group_size: int | None, size: float | None
                     estimator=estimator, width="whole", p_hat=inputs.p_hat, c_hat=zeros,
                     finished=np.zeros((B, G), dtype=bool),
                     prefix_tokens=np.zeros((B, G), dtype=np.int64), budget=inputs.budget,
-                    metrics=dict(cont.metrics), continuation=cont)
+                    metrics={**cont.metrics, "whole_group_size": float(size)},
+                    continuation=cont)
 
 
 def _check_estimator(name: str) -> str:
@@ -440,4 +480,5 @@ def head_labels(plan: StepPlan, rewards: ArrayLike, costs: ArrayLike) -> dict[st
     }
 
 
-__all__ = ["ROW_FIELDS", "WIDTHS", "StepPlan", "head_labels", "plan_step"]
+__all__ = ["ROW_FIELDS", "WIDTHS", "StepPlan", "head_labels", "plan_step",
+           "prefix_candidates"]
