@@ -160,7 +160,7 @@ def test_shrink_by_names_come_from_the_heads_registry(tmp_path):
     assert make_config(tmp_path).shrink_by == "slope"
     assert make_config(tmp_path, shrink_by="skill").shrink_by == "skill"
     with pytest.raises(ValueError, match=r"shrink_by must be one of \('slope', 'skill'\) "
-                                         r"\(from pairht.trl\.heads\.SHRINK_MEASURES\)"):
+                                         r"\(from pairht\.torch\.heads\.SHRINK_MEASURES\)"):
         make_config(tmp_path, shrink_by="brier")
 
 
