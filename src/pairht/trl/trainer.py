@@ -121,10 +121,8 @@ class PairGRPOTrainer(GRPOTrainer):
         **kwargs: Any,
     ) -> None:
         if not isinstance(args, PairGRPOConfig):
-            raise ValueError(
-                f"args must be a PairGRPOConfig (PAIR's knobs live there); got "
-                f"{type(args).__name__}"
-            )
+            raise ValueError(f"args must be a PairGRPOConfig (PAIR's knobs live there); got "
+                             f"{type(args).__name__}")
         for name in ("tools", "rollout_func", "environment_factory"):
             if kwargs.get(name) is not None:
                 raise ValueError(
@@ -152,8 +150,7 @@ class PairGRPOTrainer(GRPOTrainer):
         self._warm_start: np.ndarray | None = None
         self._pending_labels: dict[str, Any] | None = None
         self.last_draw: DesignDraw | None = None
-        # Recent draws only: a long run must not grow memory without bound.
-        self.draw_history: deque[dict[str, Any]] = deque(maxlen=1024)
+        self.draw_history: deque[dict[str, Any]] = deque(maxlen=1024)  # recent draws only
         # Per-prompt successes/trials of observed rewards, read by the prompt-level allocators
         # (vip, hora, duet) through StepInputs.history; keys of the batch being trained.
         self.prompt_history = PromptHistory()
@@ -170,24 +167,22 @@ class PairGRPOTrainer(GRPOTrainer):
         self.auto_option: str | None = None
         self.pair_audit_tokens = 0
         start_auto_width(self)
-        # Per-step wall-clock split (pair/time_<phase>), the same seams as for plain GRPO.
-        self.step_timer = instrument(self)
+        self.step_timer = instrument(self)  # pair/time_<phase>, the seams of plain GRPO
 
     @property
     def update_scale(self) -> float:
         """Exact mode: ``grad(loss) = update_scale * mean_b g_PAIR(q_b)`` (see module doc)."""
         g, length = self.pair_args.num_generations, self.pair_args.max_completion_length
         if g is None or length is None:
-            raise ValueError(
-                f"update_scale = -1 / (num_generations * max_completion_length) needs both set; "
-                f"got num_generations={g!r}, max_completion_length={length!r}"
-            )
+            raise ValueError(f"update_scale = -1 / (num_generations * max_completion_length) "
+                             f"needs both set; got num_generations={g!r}, "
+                             f"max_completion_length={length!r}")
         return -1.0 / (g * length)
 
     def _head_skill(self) -> dict[str, float]:
         """Shrinkage weights for the step (:func:`pairht.torch.shrinkage.shrinkage_weights`)."""
-        a = self.pair_args
-        return shrinkage_weights(self.head_trainer, a.shrink_to_skill, a.shrink_by)
+        return shrinkage_weights(self.head_trainer, self.pair_args.shrink_to_skill,
+                                 self.pair_args.shrink_by)
 
     def _phase(self, name: str) -> Any:
         """``self.step_timer.phase(name)`` (a no-op before ``__init__`` set the timer)."""
@@ -358,10 +353,9 @@ class PairGRPOTrainer(GRPOTrainer):
         generated = draw.plan.selected
         local_mask = generated.reshape(-1)[draw.rows]
         if len(local_mask) != len(prompts):
-            raise RuntimeError(
-                f"PAIR design covers {len(local_mask)} local rows but the reward call has "
-                f"{len(prompts)}; the generation and scoring batches disagree"
-            )
+            raise RuntimeError(f"PAIR design covers {len(local_mask)} local rows but the reward "
+                               f"call has {len(prompts)}; the generation and scoring batches "
+                               f"disagree")
         sel = np.flatnonzero(local_mask).tolist()
         n_funcs = len(self.reward_funcs)
         full = torch.full((len(prompts), n_funcs), float("nan"), device=self.accelerator.device)
@@ -421,9 +415,8 @@ class PairGRPOTrainer(GRPOTrainer):
             loss_mask = loss_mask * out["tool_mask"]
         out["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
         if self.pair_args.drop_unselected_rows:
-            # The masked rows only cost forward/backward work: drop them, loss unchanged
-            # (pairht.torch.row_drop). Equal row counts on every process (TRL gathers per-row
-            # loss metrics): pad with masked rows up to the largest kept count of any process.
+            # Masked rows only cost work: drop them, loss unchanged (pairht.torch.row_drop),
+            # padded to the largest kept count of any process (TRL gathers per-row metrics).
             per_process = est.mask.reshape(self.accelerator.num_processes, -1).sum(-1)
             out = drop_rows(out, keep.bool(), self.loss_type,
                             min_rows=max(1, int(per_process.max())))
@@ -481,12 +474,11 @@ class PairGRPOTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ checkpoints
     def pair_state_dict(self) -> dict[str, Any]:
-        """Design RNG state, heads (with replay window), warm start and pending labels."""
+        """Design RNG, heads, warm start, pending labels (:mod:`pairht.trl.checkpoint`)."""
         return pair_state(self)
 
     def load_pair_state_dict(self, state: dict[str, Any]) -> None:
-        """Inverse of :meth:`pair_state_dict`."""
-        load_pair_state(self, state)
+        load_pair_state(self, state)  # inverse of pair_state_dict
 
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
