@@ -72,6 +72,7 @@ def test_dppo_estimate_prunes_with_its_generator_and_weighs_by_the_pruning_desig
     pi, joint = dppo_design(q, o)
     kept = dppo_sample(q, o, np.random.default_rng(7))
     assert np.array_equal(est.mask, kept) and np.array_equal(est.joint, joint)
+    assert np.array_equal(est.pi, pi)
     np.testing.assert_allclose(est.advantages, pair_advantages(r, kept, joint), rtol=0,
                                atol=1e-15)
     assert est.logged["dppo_kept_fraction"] == kept.mean()
