@@ -29,11 +29,12 @@ from pairht.estimators.difference import (
 )
 from pairht.estimators.ess import ess
 from pairht.estimators.horvitz_thompson import (
+    check_edge_weights,
     edge_weights,
     pair_advantages,
+    pair_advantages_from_weights,
     pair_estimate,
     pair_ht_gradient,
-    weighted_advantages,
 )
 from pairht.estimators.targets import (
     MAX_KERNEL_ENTRIES,
@@ -53,6 +54,7 @@ __all__ = [
     "TokenCounts",
     "Variant",
     "bernoulli_difference_trace",
+    "check_edge_weights",
     "check_joint",
     "conditional_bias",
     "design_covariance",
@@ -66,6 +68,7 @@ __all__ = [
     "loo_gradient",
     "n_pairs",
     "pair_advantages",
+    "pair_advantages_from_weights",
     "pair_estimate",
     "pair_gradient",
     "pair_ht_gradient",
@@ -75,5 +78,4 @@ __all__ = [
     "target_coefficients",
     "token_counts",
     "variance_estimate",
-    "weighted_advantages",
 ]

@@ -69,8 +69,9 @@ class AllocatorCapabilities:
     takes_known_rewards : bool
         It reads the finished candidates' rewards before the draw, passed as ``known=``.
     estimator : str
-        How its draw is estimated: ``"ht"`` (pair-HT with the run's weighting) or
-        ``"difference"`` (:mod:`pairht.estimators.difference`).
+        How its draw is estimated, a name of :data:`pairht.step.ESTIMATORS`: ``"ht"``
+        (pair-HT with the run's weighting), ``"difference"``
+        (:mod:`pairht.estimators.difference`) or ``"dppo"`` (pruned after the rewards).
     """
 
     takes_size: bool = False

@@ -12,11 +12,10 @@ the pair Horvitz-Thompson gradient, Eq. pair-ht). ``A`` is automatically centred
 observed endpoints (``sum_i A_i = 0`` because ``W`` is symmetric) and is zero for every
 candidate that was not completed.
 
-One implementation of the formula: :func:`pair_advantages_torch` hands its arguments to the
-core's :func:`pairht.estimators.weighted_advantages` (its checks, the kernel
-:func:`pairht.pair_advantages` uses); only the conversion to and from torch lives here.
-The arrays are ``(B, G, G)`` with ``G`` a group size, so the round trip
-through host memory costs nothing next to a policy update.
+One implementation of the formula: :func:`pair_advantages_torch` calls the core's
+:func:`pairht.estimators.pair_advantages_from_weights` (its checks, its kernel); only the
+conversion to and from torch lives here. The arrays are ``(B, G, G)`` with ``G`` a group
+size, so the round trip through host memory costs nothing next to a policy update.
 """
 
 from __future__ import annotations
@@ -25,9 +24,9 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
-from pairht.estimators import edge_weights, weighted_advantages
+from pairht.estimators import edge_weights, pair_advantages_from_weights
 
-__all__ = ["design_edge_weights", "pair_advantages_torch", "standardise_advantages"]
+__all__ = ["design_edge_weights", "pair_advantages_torch"]
 
 #: torch accumulation dtypes and the numpy dtype the core accumulates in for each.
 _ACCUMULATION = {torch.float32: np.float32, torch.float64: np.float64}
@@ -142,43 +141,21 @@ def pair_advantages_torch(
             f"dtype must be torch.float32 or torch.float64 (the accumulation precision; an "
             f"integer or half dtype would truncate or overflow the weights); got dtype={dtype!r}"
         )
+    acc = _ACCUMULATION[dtype]
     device = next(
         (x.device for x in (rewards, weights) if isinstance(x, torch.Tensor)),
         torch.device("cpu"),
     )
+    r = _host_array("rewards", rewards)
+    if r.ndim != 2:
+        raise ValueError(f"rewards must have shape (B, G); got shape {r.shape}")
     m = mask.detach().cpu().numpy() if isinstance(mask, torch.Tensor) else mask
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported just below
-        adv = weighted_advantages(_host_array("rewards", rewards), _host_array("weights", weights),
-                                  m, dtype=_ACCUMULATION[dtype])
+        adv = pair_advantages_from_weights(r, _host_array("weights", weights), mask=m,
+                                           dtype=acc)
     if not np.all(np.isfinite(adv)):
         raise ValueError(
             f"the advantages overflow {dtype} (largest |W_ij (r_i - r_j)| exceeds its range); "
             f"pass dtype=torch.float64 or rescale the rewards"
         )
     return torch.from_numpy(np.ascontiguousarray(adv)).to(device)
-
-
-def standardise_advantages(
-    advantages: torch.Tensor, rewards: torch.Tensor, mask: torch.Tensor, scale: str
-) -> torch.Tensor:
-    """Practical-mode reward standardisation: divide by the std of the completed rewards.
-
-    ``scale="group"``: per-group sample std over completed candidates; ``"batch"``: over all
-    completed candidates; ``"none"``: unchanged. ``1e-4`` is added to the std as in TRL. This is
-    a practical departure (paper, appendix "Reward standardization"): the ratio is biased.
-    """
-    if scale == "none":
-        return advantages
-    r = torch.where(mask, rewards.to(advantages.dtype), torch.nan)
-    if scale == "group":
-        n = mask.sum(-1, keepdim=True)
-        mean = torch.nanmean(r, dim=-1, keepdim=True)
-        var = torch.nansum((r - mean) ** 2, dim=-1, keepdim=True) / (n - 1).clamp(min=1)
-        std = torch.where(n > 1, var.sqrt(), torch.zeros_like(var))
-    elif scale == "batch":
-        vals = r[mask]
-        std = vals.std() if vals.numel() > 1 else torch.zeros((), dtype=advantages.dtype)
-        std = std.to(advantages.device)
-    else:
-        raise ValueError(f"scale must be 'none', 'group' or 'batch'; got {scale!r}")
-    return advantages / (std + 1e-4)
