@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from transformers import GenerationConfig, LogitsProcessorList
@@ -169,7 +169,7 @@ def decode_rows(
             input_ids=step_ids, attention_mask=mask, position_ids=step_pos,
             past_key_values=cache, use_cache=True, **extra,
         ).logits[:, -1].to(copy=True, dtype=torch.float32)
-        scores = procs(ids, logits)
+        scores = procs(cast(torch.LongTensor, ids), cast(torch.FloatTensor, logits))
         if gc.do_sample:
             nxt = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
         else:
