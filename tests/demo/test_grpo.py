@@ -6,12 +6,11 @@ import pytest
 import torch
 
 pytest.importorskip("trl")
-from trl import GRPOConfig, GRPOTrainer
-
 from pairht.demo import toy
 from pairht.demo.chain import CHAIN_TASK
 from pairht.demo.demo import _base_kwargs
 from pairht.demo.grpo import RowDropGRPOTrainer
+from trl import GRPOConfig, GRPOTrainer
 
 
 def _trainer(cls, tmp_path, model, tok, **generation):

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
 from pairht.rollout.decode import decode_rows
 from pairht.rollout.features import left_pad
+from trl import GRPOTrainer
 
 __all__ = ["RowDropGRPOTrainer"]
 
@@ -33,24 +33,26 @@ class RowDropGRPOTrainer(GRPOTrainer):
     def _generate_single_turn(
         self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False
     ) -> tuple[list[list[int]], Any]:
+        budget = self.max_completion_length
         if (self.use_vllm or self.use_transformers_continuous_batching or images is not None
-                or multimodal_fields or self.pad_to_multiple_of is not None):
+                or multimodal_fields or self.pad_to_multiple_of is not None or budget is None):
             return super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images
             )
         ids, mask = left_pad(prompt_ids, self._tokenizer.pad_token_id, self.accelerator.device)
+        args: Any = self.args  # a GRPOConfig (typed as TrainingArguments by transformers)
         with (
             unwrap_model_for_generation(
                 self.model_wrapped,
                 self.accelerator,
-                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                gather_deepspeed3_params=args.ds3_gather_for_generation,
                 generation_kwargs=self.generation_kwargs,
-                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+                gradient_checkpointing_kwargs=args.gradient_checkpointing_kwargs,
             ) as unwrapped,
             torch.no_grad(),
         ):
             completions = decode_rows(
-                unwrapped, ids, mask, max_new_tokens=self.max_completion_length,
+                unwrapped, ids, mask, max_new_tokens=budget,
                 generation_config=self.generation_config,
             )
         return completions, None  # TRL's transformers path reports no log-probabilities either
