@@ -6,7 +6,10 @@ tokens), keeps the KV cache and computes the prefix features the heads read. Pha
 (:meth:`TransformersTwoPhase.continue_selected`) resumes only the selected candidates from their
 cached keys and values, so a selected candidate's completion is token for token the one an
 uninterrupted :meth:`~TransformersTwoPhase.generate_full` would produce under greedy decoding
-(PAIR paper, appendix "Implementation Details", paragraph "Prefix checkpoint").
+(PAIR paper, appendix "Implementation Details", paragraph "Prefix checkpoint"). Phase 2 and
+:meth:`~TransformersTwoPhase.generate_full` decode with :func:`pairht.rollout.decode.decode_rows`,
+which removes each row from the batch the step it ends (``generate`` keeps it until the longest
+row ends); phase 1 keeps every row, whose cache phase 2 resumes.
 
 How the cache is resumed exactly. Rows stop phase 1 at different lengths ``L_i``. After
 phase 1 every row's cache is re-left-padded so that all rows end at the same column: row ``i``
