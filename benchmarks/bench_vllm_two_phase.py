@@ -396,6 +396,7 @@ def step_part(folder: Path, tok: Any, a: argparse.Namespace) -> None:
 
     import trl
     from pairht.trl import PairGRPOConfig, PairGRPOTrainer
+    from pairht.trl.timing import PHASES, instrument
     from pairht.vllm import apply_cpu_shims
 
     sys.path.insert(0, str(HERE))
@@ -471,6 +472,8 @@ def step_part(folder: Path, tok: Any, a: argparse.Namespace) -> None:
             trainer.remove_callback(PrinterCallback)
             trainer.remove_callback(ProgressCallback)
             trainer.add_callback(Timer(name))
+        # The per-phase split at the same seams for both arms (pairht.trl.timing; wall-clock)
+        timers = {"pair": arms["pair"].step_timer, "grpo": instrument(arms["grpo"])}
         for r in range(a.rounds):
             order = ("pair", "grpo") if r % 2 == 0 else ("grpo", "pair")
             for name in order:
@@ -491,6 +494,18 @@ def step_part(folder: Path, tok: Any, a: argparse.Namespace) -> None:
               f"{fmt(p_t[keep] / g_t[keep])}, CPU time {fmt(p_c[keep] / g_c[keep])}  (PAIR "
               f"{p_c[keep].mean():.1f} CPU s {p_k[keep].mean():.0f} tok, GRPO "
               f"{g_c[keep].mean():.1f} CPU s {g_k[keep].mean():.0f} tok per step)", flush=True)
+    # Per-phase wall-clock split (the demo's phases), after the warm-up round when there is one.
+    later = slice(a.steps, None) if a.rounds > 1 else slice(None)
+    split = {n: {ph: float(np.mean([s[ph] for s in t.steps[later]])) for ph in (*PHASES, "total")}
+             for n, t in timers.items()}
+    print(f"  per-phase split, wall s per step ({'rounds 1+' if a.rounds > 1 else 'all'}):")
+    print("  | phase | GRPO s | PAIR s | PAIR / GRPO total |")
+    print("  | --- | --- | --- | --- |")
+    for ph in (*PHASES, "total"):
+        g_s, p_s = split["grpo"][ph], split["pair"][ph]
+        if g_s or p_s:
+            print(f"  | {ph} | {g_s:.2f} | {p_s:.2f} | {p_s / split['grpo']['total']:.3f} |",
+                  flush=True)
 
 
 # --------------------------------------------------------------------------- main

@@ -200,9 +200,11 @@ def test_phase_two_reuses_the_cache_instead_of_prefilling(model, tokenizer, prom
         out = tp.continue_selected(model, res, sel)
     finally:
         handle.remove()
-    assert widths and all(w == (len(sel), 1) for w in widths)
-    # one pass per suffix token of the longest-running row
-    assert len(widths) == max(len(o) - len(res.prefix_ids[i]) for o, i in zip(out, sel))
+    # One pass per suffix token of the longest-running row; pass t feeds one token for each
+    # row still running (a row leaves the batch the step it ends).
+    suffix = [len(o) - len(res.prefix_ids[i]) for o, i in zip(out, sel)]
+    assert len(set(suffix)) > 1  # rows end at different steps: the drop is exercised
+    assert widths == [(sum(n > t for n in suffix), 1) for t in range(max(suffix))]
 
 
 def test_two_phase_without_snap_tokens_cuts_at_tau(model, tokenizer, prompts):
@@ -225,13 +227,16 @@ def test_prefix_reaching_max_length_is_done(model, tokenizer, prompts):
 
 
 def test_sampled_prefix_is_the_start_of_the_same_seed_full_sample(model, tokenizer, prompts):
-    # Phase 1 consumes the random stream exactly as an uninterrupted sample does, so with the
-    # same seed its prefixes are the first tokens of the full samples.
+    # Phase 1 consumes the random stream exactly as an uninterrupted `generate` sample does, so
+    # with the same seed its prefixes are the first tokens of the full samples. (The reference
+    # is `generate` itself: dropping finished rows draws the same distribution from another
+    # stream, checked in tests/rollout/test_decode.py.)
     cfg = GenerationConfig(do_sample=True, temperature=1.3, top_k=0, top_p=1.0)
     tp = _two_phase(tokenizer, generation_config=cfg)
+    reference = _two_phase(tokenizer, generation_config=cfg, drop_finished_rows=False)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(7)
-        full = tp.generate_full(model, prompts)
+        full = reference.generate_full(model, prompts)
         torch.manual_seed(7)
         res = tp.generate_prefixes(model, prompts)
     for p, f in zip(res.prefix_ids, full):
@@ -239,7 +244,8 @@ def test_sampled_prefix_is_the_start_of_the_same_seed_full_sample(model, tokeniz
     assert len({tuple(f) for f in full}) == len(prompts)
 
 
-def test_sampled_completions_follow_the_policy_distribution():
+@pytest.mark.parametrize("two_phase", [True, False], ids=["two-phase", "single-phase"])
+def test_sampled_completions_follow_the_policy_distribution(two_phase):
     # Exact completion probabilities by enumerating every token sequence (6 tokens, length 4)
     # against 4000 two-phase samples. Snapping (tau = 1, window 2) makes the cut depend on the
     # sampled tokens; a cut that fell back to tau when the window had no delimiter would be
@@ -268,8 +274,11 @@ def test_sampled_completions_follow_the_policy_distribution():
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(1)
-        res = tp.generate_prefixes(tiny, [[BOS]] * n)
-        out = tp.continue_selected(tiny, res, np.ones(n, dtype=bool))
+        if two_phase:
+            res = tp.generate_prefixes(tiny, [[BOS]] * n)
+            out = tp.continue_selected(tiny, res, np.ones(n, dtype=bool))
+        else:  # generate_full drops each row from the batch at its end
+            out = tp.generate_full(tiny, [[BOS]] * n)
     keys = list(exact)
     where = {k: i for i, k in enumerate(keys)}
     counts = np.bincount([where[tuple(o)] for o in out], minlength=len(keys))

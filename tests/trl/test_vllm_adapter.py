@@ -262,6 +262,20 @@ def test_features_are_the_mean_of_the_last_prefix_hidden_states(fake_vllm, model
         torch.testing.assert_close(res.features[i], h[-w:].mean(0), rtol=1e-5, atol=1e-6)
 
 
+def test_phase1_reports_the_seconds_of_its_features_forward(fake_vllm, model, monkeypatch):
+    # The trainer files these seconds as its `features` phase (pairht.trl.timing).
+    import types
+
+    import pairht.vllm.two_phase as two_phase
+
+    ticks = iter([10.0, 12.5])  # the clock read before and after the features forward
+    monkeypatch.setattr(two_phase, "time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    backend = _backend(FakeLLM())
+    assert backend.last_feature_seconds is None
+    backend.generate_prefixes(model, PROMPTS)
+    assert backend.last_feature_seconds == 2.5
+
+
 def test_phase2_resumes_only_selected_unfinished_rows_from_prompt_plus_prefix(fake_vllm, model):
     llm = FakeLLM()
     backend = _backend(llm)

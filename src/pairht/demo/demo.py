@@ -8,10 +8,11 @@ line: the regime PAIR is built for); every task of :data:`pairht.demo.tasks.TASK
 ``--task`` (``chain``: the short chains, 28-58 tokens; ``toy``: the letter-count toy of
 :mod:`pairht.demo.toy`, where the prefix is half of PAIR's tokens).
 
-* **GRPO** -- plain ``trl.GRPOTrainer`` with ``loss_type="dr_grpo"``, ``scale_rewards="none"``,
+* **GRPO** -- ``trl.GRPOTrainer`` with ``loss_type="dr_grpo"``, ``scale_rewards="none"``,
   one epoch per generation batch and no KL: the unstandardised leave-one-out (RLOO-like)
   gradient that the pair target equals exactly (PAIR paper, Eq. loo and Theorem 1). Every one
-  of the G candidates is generated to the end.
+  of the G candidates is generated to the end, with PAIR's decoding loop (finished rows leave
+  the batch: :class:`pairht.demo.grpo.RowDropGRPOTrainer`).
 * **PAIR** -- :class:`pairht.trl.PairGRPOTrainer` in ``mode="exact"``: G prefixes of ``tau``
   tokens (snapped to a newline), prefix heads, continuation probabilities with expected suffix
   cost ``budget_ratio`` times the full-group predicted cost, the trainer's default design (fixed
@@ -317,8 +318,9 @@ def _run_grpo(
     model, tokenizer, dataset, kwargs, *, steps, eval_every, eval_seed, progress,
     task: toy.Task = toy.TOY_TASK, name: str = "grpo",
 ):
+    from pairht.demo.grpo import RowDropGRPOTrainer
     from pairht.trl.timing import instrument
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     meter = _TokenMeter(task.reward)
     record = MethodResult(name, steps, math.nan, math.nan, 0, 0, 0.0)
@@ -333,7 +335,8 @@ def _run_grpo(
         record=record,
         progress=progress,
     )
-    trainer = GRPOTrainer(
+    # GRPO decodes with PAIR's loop (finished rows leave the batch): a fair comparison
+    trainer = RowDropGRPOTrainer(
         model=model,
         # TRL annotates reward functions as returning list[float | None], which (list being
         # invariant) rejects any function returning list[float], though TRL accepts them

@@ -6,7 +6,10 @@ tokens), keeps the KV cache and computes the prefix features the heads read. Pha
 (:meth:`TransformersTwoPhase.continue_selected`) resumes only the selected candidates from their
 cached keys and values, so a selected candidate's completion is token for token the one an
 uninterrupted :meth:`~TransformersTwoPhase.generate_full` would produce under greedy decoding
-(PAIR paper, appendix "Implementation Details", paragraph "Prefix checkpoint").
+(PAIR paper, appendix "Implementation Details", paragraph "Prefix checkpoint"). Phase 2 and
+:meth:`~TransformersTwoPhase.generate_full` decode with :func:`pairht.rollout.decode.decode_rows`,
+which removes each row from the batch the step it ends (``generate`` keeps it until the longest
+row ends); phase 1 keeps every row, whose cache phase 2 resumes.
 
 How the cache is resumed exactly. Rows stop phase 1 at different lengths ``L_i``. After
 phase 1 every row's cache is re-left-padded so that all rows end at the same column: row ``i``
@@ -37,6 +40,7 @@ from transformers import (
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from pairht.rollout.contract import PrefixResult, check_prompts, parse_selection, token_id_list
+from pairht.rollout.decode import decode_rows
 from pairht.rollout.features import (
     confidence_features,
     forward_kwargs,
@@ -224,6 +228,11 @@ class TransformersTwoPhase:
         Record the log-probability of every sampled prefix token (one log-softmax over the
         vocabulary per decoding step) for :attr:`PrefixResult.confidence`. ``False`` skips that
         work and reports ``confidence=None`` (the trainer's ``head_confidence=False``).
+    drop_finished_rows : bool
+        Phase 2 and :meth:`generate_full` decode with :func:`pairht.rollout.decode.decode_rows`,
+        which removes a row from the batch the step it ends (greedy output identical, sampled
+        tokens from the same distribution). ``False``: ``model.generate``, which keeps every
+        row until the longest one ends (the reference the benchmarks compare with).
 
     Notes
     -----
@@ -263,6 +272,7 @@ class TransformersTwoPhase:
         generation_config: GenerationConfig | None = None,
         max_completion_length: int | None = None,
         record_confidence: bool = True,
+        drop_finished_rows: bool = True,
     ):
         if int(tau) < 1:
             raise ValueError(f"tau must be a positive number of tokens; got tau = {tau}")
@@ -294,6 +304,7 @@ class TransformersTwoPhase:
             )
         self.max_completion_length = int(max_completion_length)
         self.record_confidence = bool(record_confidence)
+        self.drop_finished_rows = bool(drop_finished_rows)
         #: Sync check (contract attribute): this backend decodes with the policy itself, so
         #: after a phase 1 the engine-policy log-probability gap is 0 by construction.
         self.last_logprob_gap: float | None = None
@@ -332,13 +343,19 @@ class TransformersTwoPhase:
             return []
         prompts = check_prompts(prompt_ids)
         ids, mask = left_pad(prompts, self.pad_token_id, model.device)
-        out = model.generate(
-            input_ids=ids,
-            attention_mask=mask,
-            generation_config=self._config(self.max_completion_length),
-            past_key_values=DynamicCache(config=model.config),
-        )
-        gen = out.sequences[:, ids.shape[1] :].tolist()
+        if self.drop_finished_rows:
+            gen = decode_rows(
+                model, ids, mask, max_new_tokens=self.max_completion_length,
+                generation_config=self._config(self.max_completion_length),
+            )
+        else:
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                generation_config=self._config(self.max_completion_length),
+                past_key_values=DynamicCache(config=model.config),
+            )
+            gen = out.sequences[:, ids.shape[1] :].tolist()
         return [self._trim(g) for g in gen]
 
     # ------------------------------------------------------------------ phase 1
@@ -500,14 +517,21 @@ class TransformersTwoPhase:
             budget = torch.as_tensor(
                 self.max_completion_length - state.prefix_lengths[go], dtype=torch.long
             )
-            out = model.generate(
-                input_ids=ids,
-                attention_mask=mask,
-                generation_config=self._config(int(budget.max())),
-                stopping_criteria=StoppingCriteriaList([_RowBudget(ids.shape[1], budget)]),
-                past_key_values=state.cache,
-            )
-            suffix = out.sequences[:, ids.shape[1] :].tolist()
+            if self.drop_finished_rows:
+                suffix = decode_rows(
+                    model, ids, mask, max_new_tokens=budget,
+                    generation_config=self._config(int(budget.max())),
+                    past_key_values=state.cache,
+                )
+            else:
+                out = model.generate(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    generation_config=self._config(int(budget.max())),
+                    stopping_criteria=StoppingCriteriaList([_RowBudget(ids.shape[1], budget)]),
+                    past_key_values=state.cache,
+                )
+                suffix = out.sequences[:, ids.shape[1] :].tolist()
             for k, i in enumerate(go):
                 completions[i] = self._trim(prefix.prefix_ids[i] + suffix[k][: int(budget[k])])
         state.cache = None

@@ -37,6 +37,7 @@ supported range :data:`pairht.vllm.SUPPORTED_VLLM`. Checked on a real engine by
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -369,6 +370,8 @@ class VLLMTwoPhase:
             if mode == "colocate"
             else _ServerEngine(engine, sampling, eos, accelerator)
         )
+        #: Seconds of the last phase 1's features forward (the trainer's time split reads it).
+        self.last_feature_seconds: float | None = None
         #: Cumulative request and token counts (generated tokens include discarded overshoot).
         self.stats = {
             "prefix_requests": 0,
@@ -533,6 +536,7 @@ class VLLMTwoPhase:
             else None
         )
         device = getattr(model, "device", torch.device("cpu"))
+        feature_start = time.perf_counter()
         features = prefix_features(
             model,
             prompts,
@@ -540,6 +544,8 @@ class VLLMTwoPhase:
             window=self.feature_window,
             pad_token_id=self.pad_token_id,
         ).to(device=device, dtype=torch.float32)
+        # Read by the trainer's per-step time split (pairht.trl.timing: the features phase).
+        self.last_feature_seconds = time.perf_counter() - feature_start
         state = VLLMPrefixState(
             prompt_ids=prompts,
             prefix_lengths=lens.astype(np.int64),
