@@ -255,3 +255,55 @@ def test_the_demo_never_imports_the_experiment():
             assert node.module != "pairht.demo.experiment"
         if isinstance(node, ast.Import):
             assert "pairht.demo.experiment" not in {a.name for a in node.names}
+
+
+TRAINER = PKG / "trl" / "trainer.py"
+
+
+def test_the_trl_trainer_is_under_500_lines():
+    n = len(TRAINER.read_text().splitlines())
+    assert n < 500, f"src/pairht/trl/trainer.py has {n} lines; move what is not a TRL seam out"
+
+
+def _algorithm_names() -> set[str]:
+    """Names whose comparison would be PAIR's algorithm in the adapter: widths, estimators,
+    allocation rules (their registries), and the config's "auto" width."""
+    from pairht.step import ALLOCATORS, ESTIMATORS, WIDTHS
+
+    return {*WIDTHS, "auto", *ESTIMATORS, *ALLOCATORS}
+
+
+def test_the_trl_trainer_holds_no_estimator_or_width_logic():
+    # The step owns the width, the allocator and the estimator: the adapter never compares
+    # one of their names to a string literal (==, !=, in, match/case).
+    names = _algorithm_names()
+    assert {"prefixes", "subset", "whole", "ht", "difference", "dppo", "pair"} <= names
+    tree = ast.parse(TRAINER.read_text())
+    found = []
+    for node in ast.walk(tree):
+        operands = []
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.MatchValue):
+            operands = [node.value]
+        for op in operands:
+            for const in ast.walk(op):
+                if isinstance(const, ast.Constant) and const.value in names:
+                    found.append((node.lineno, const.value))
+    assert not found, f"src/pairht/trl/trainer.py compares algorithm names: {found}"
+
+
+def test_the_trl_trainer_makes_the_steps_two_calls_and_imports_nothing_private():
+    tree = ast.parse(TRAINER.read_text())
+    step_names = {alias.name for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.module == "pairht.step"
+                  for alias in node.names}
+    assert {"plan_step", "estimate"} <= step_names
+    private = [
+        f"{node.module}.{alias.name}" for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+        and node.module.split(".")[0] == "pairht"
+        for alias in node.names
+        if alias.name.startswith("_") or any(p.startswith("_") for p in node.module.split("."))
+    ]
+    assert not private, f"src/pairht/trl/trainer.py imports private names {private}"

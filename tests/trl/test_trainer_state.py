@@ -113,7 +113,7 @@ def test_the_failing_prompt_is_the_one_whose_completion_raised(tmp_path):
 
 
 def test_the_guard_names_the_completion_without_a_batch_map_and_a_batch_only_failure():
-    from pairht.trl.trainer import _GuardedReward
+    from pairht.trl.rewards import GuardedReward as _GuardedReward
 
     def batch_shy(prompts, completions, completion_ids, **kwargs):
         if len(prompts) > 1:  # fails only on a batch: every completion scores alone

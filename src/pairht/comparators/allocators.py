@@ -203,6 +203,7 @@ class DPPOAllocator:
     with rescaling to speed up training; the pruning rule uses the rewards' advantages)."""
 
     name = "dppo"
+    estimator = "dppo"  # pruned after rewards: pairht.step's "dppo" estimator
 
     def pi(self, inputs: StepInputsLike, *, pi_min: float = 0.08, size: Any = None,
            proxy: str = "disagreement", covariance_term: bool = True,

@@ -29,8 +29,10 @@ from pairht.estimators.difference import (
 )
 from pairht.estimators.ess import ess
 from pairht.estimators.horvitz_thompson import (
+    check_edge_weights,
     edge_weights,
     pair_advantages,
+    pair_advantages_from_weights,
     pair_estimate,
     pair_ht_gradient,
 )
@@ -52,6 +54,7 @@ __all__ = [
     "TokenCounts",
     "Variant",
     "bernoulli_difference_trace",
+    "check_edge_weights",
     "conditional_bias",
     "design_covariance",
     "difference_advantages",
@@ -64,6 +67,7 @@ __all__ = [
     "loo_gradient",
     "n_pairs",
     "pair_advantages",
+    "pair_advantages_from_weights",
     "pair_estimate",
     "pair_gradient",
     "pair_ht_gradient",

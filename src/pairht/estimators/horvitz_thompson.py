@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from pairht.estimators._inputs import (
+    SYMMETRY_ATOL,
     any_over_broadcast,
     broadcast_batch,
     check_dtype,
@@ -267,6 +268,107 @@ def pair_advantages(
     r, msk, w = _rewards_and_weights(rewards, mask, joint, weighting, w_max, pi)
     batch = broadcast_batch(rewards=r.shape[:-1], mask=msk.shape[:-1], weights=w.shape[:-2])
     return _masked_advantages(r, msk, w, batch, dt)
+
+
+def check_edge_weights(w: np.ndarray, g: int) -> np.ndarray:
+    """``W`` finite, nonnegative, symmetric with zero diagonal, shape ``(..., G, G)``."""
+    if w.ndim < 2 or w.shape[-2:] != (g, g):
+        raise ValueError(
+            f"weights must have shape (..., G, G) with G = {g} (the last axis of rewards); "
+            f"got shape {w.shape}"
+        )
+    bad = ~np.isfinite(w)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"weights must be finite (no NaN or inf); weights{list(where)} = {w[where].item()!r}"
+        )
+    bad = w < 0
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"weights must be >= 0 (W_ij = I_ij w_ij with a nonnegative edge weight); "
+            f"weights{list(where)} = {w[where].item()!r}"
+        )
+    diag = np.diagonal(w, axis1=-2, axis2=-1)
+    if np.any(diag != 0):
+        where = tuple(int(i) for i in np.argwhere(diag != 0)[0])
+        raise ValueError(
+            f"weights must have a zero diagonal (a candidate forms no edge with itself); "
+            f"weights{[*where[:-1], where[-1], where[-1]]} = {diag[where].item()!r}"
+        )
+    # Relative to the largest weight: the core builds W symmetric exactly, so any gap beyond
+    # rounding means the argument is not an edge-weight matrix (e.g. a transposed mix-up).
+    gap = np.abs(w - np.swapaxes(w, -1, -2))
+    scale = max(float(np.abs(w).max(initial=0.0)), 1.0)
+    if gap.max(initial=0.0) > SYMMETRY_ATOL * scale:
+        where = tuple(int(i) for i in np.argwhere(gap > SYMMETRY_ATOL * scale)[0])
+        swapped = (*where[:-2], where[-1], where[-2])
+        raise ValueError(
+            f"weights must be symmetric (W_ij = W_ji); weights{list(where)} = "
+            f"{w[where].item()!r} but weights{list(swapped)} = {w[swapped].item()!r}"
+        )
+    return w
+
+
+def pair_advantages_from_weights(
+    rewards: ArrayLike,
+    weights: ArrayLike,
+    *,
+    mask: ArrayLike | None = None,
+    dtype: DTypeLike = np.float64,
+) -> np.ndarray:
+    r"""``A_i = 1/2 sum_j W_ij (r_i - r_j)`` from edge weights already built.
+
+    The kernel of :func:`pair_advantages`, for a caller that holds ``W`` (from
+    :func:`edge_weights`, or a pruned design's): rewards at completed candidates must be
+    finite, the others are ignored (may be NaN).
+
+    Parameters
+    ----------
+    rewards : (..., G) array_like
+    weights : (..., G, G) array_like
+        Finite, nonnegative, symmetric, zero diagonal (:func:`check_edge_weights`).
+    mask : (..., G) array_like of bool, optional
+        ``J_i``; ``None``: the candidates with a nonzero weight. When given, ``weights``
+        must vanish off the observed edges ``J_i J_j = 1``.
+    dtype : float64 or float32
+        Accumulation precision.
+
+    Returns
+    -------
+    (..., G) ndarray of ``dtype``
+
+    Examples
+    --------
+    >>> pair_advantages_from_weights([[1.0, 0.0]], [[[0.0, 4.0], [4.0, 0.0]]]).tolist()
+    [[2.0, -2.0]]
+    """
+    dt = check_dtype(dtype)
+    r = check_rewards(np.asarray(rewards, dtype=np.float64), finite=False)
+    g = r.shape[-1]
+    w = check_edge_weights(np.asarray(weights, dtype=np.float64), g)
+    touched = np.any(w != 0, axis=-1)  # candidates whose reward enters A
+    if mask is None:
+        msk = touched
+    else:
+        msk = check_mask(mask, g)
+        observed = msk[..., :, None] & msk[..., None, :]
+        stray = (w != 0) & ~np.broadcast_to(observed, w.shape)
+        if stray.any():
+            where = tuple(int(i) for i in np.argwhere(stray)[0])
+            raise ValueError(
+                f"weights must be zero on every edge that was not observed (J_i J_j = 0); "
+                f"weights{list(where)} = {w[where].item()!r} but mask does not hold both "
+                f"endpoints {where[-2]} and {where[-1]}"
+            )
+    batch = broadcast_batch(rewards=r.shape[:-1], mask=msk.shape[:-1], weights=w.shape[:-2])
+    if batch != r.shape[:-1]:
+        raise ValueError(
+            f"weights must have shape (B, G, G) = {(*r.shape, g)} to match rewards; "
+            f"got {w.shape}"
+        )
+    return _masked_advantages(r, msk, np.broadcast_to(w, (*batch, g, g)), batch, dt)
 
 
 def pair_estimate(

@@ -210,3 +210,22 @@ def _skill(name: str, value: float) -> float:
         raise ValueError(f"{name} must lie in [0, 1] (a measured skill, clipped to that range: "
                          f"0 = no better than the group mean, 1 = trust the head); got {value!r}")
     return v
+
+
+def score_norm_proxy(prefix_len: ArrayLike, c_hat: ArrayLike, finished: ArrayLike) -> np.ndarray:
+    r"""``m_hat = sqrt(L + [not finished] c_hat)``: a score-norm prediction from length.
+
+    A sequence score is a sum of per-token terms, so its squared norm (the score energy) grows
+    with the sequence length; ``m_hat^2`` is the predicted total generated length: the prefix
+    tokens ``L`` plus, if the prefix has not ended, the predicted suffix ``c_hat``. Input of
+    the length-scaled edge proxy ``a_ij = d_ij (m_i^2 + m_j^2) / 4`` (issue 14).
+
+    Examples
+    --------
+    >>> score_norm_proxy([32, 20], [68.0, 5.0], [False, True]).tolist()
+    [10.0, 4.47213595499958]
+    """
+    L = np.asarray(prefix_len, dtype=np.float64)
+    c = np.asarray(c_hat, dtype=np.float64)
+    f = np.asarray(finished, dtype=bool)
+    return np.sqrt(L + np.where(f, 0.0, c))

@@ -12,11 +12,10 @@ the pair Horvitz-Thompson gradient, Eq. pair-ht). ``A`` is automatically centred
 observed endpoints (``sum_i A_i = 0`` because ``W`` is symmetric) and is zero for every
 candidate that was not completed.
 
-One implementation of the formula: :func:`pair_advantages_torch` validates its arguments with
-the core's rules (:mod:`pairht.estimators._inputs`, same messages) and accumulates with the
-core's own kernel (the one :func:`pairht.pair_advantages` uses); only the conversion to and from
-torch lives here. The arrays are ``(B, G, G)`` with ``G`` a group size, so the round trip
-through host memory costs nothing next to a policy update.
+One implementation of the formula: :func:`pair_advantages_torch` calls the core's
+:func:`pairht.estimators.pair_advantages_from_weights` (its checks, its kernel); only the
+conversion to and from torch lives here. The arrays are ``(B, G, G)`` with ``G`` a group
+size, so the round trip through host memory costs nothing next to a policy update.
 """
 
 from __future__ import annotations
@@ -25,15 +24,7 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
-from pairht.estimators import edge_weights
-from pairht.estimators._inputs import (
-    SYMMETRY_ATOL,
-    broadcast_batch,
-    check_dtype,
-    check_mask,
-    check_rewards,
-)
-from pairht.estimators.horvitz_thompson import _masked_advantages
+from pairht.estimators import edge_weights, pair_advantages_from_weights
 
 __all__ = ["design_edge_weights", "pair_advantages_torch", "standardise_advantages"]
 
@@ -93,47 +84,6 @@ def _host_array(name: str, x: ArrayLike | torch.Tensor) -> np.ndarray:
     return arr.astype(np.float64)
 
 
-def _check_weights(w: np.ndarray, g: int) -> np.ndarray:
-    """``W`` finite, nonnegative, symmetric with zero diagonal, shape ``(..., G, G)``."""
-    if w.ndim < 2 or w.shape[-2:] != (g, g):
-        raise ValueError(
-            f"weights must have shape (..., G, G) with G = {g} (the last axis of rewards); "
-            f"got shape {w.shape}"
-        )
-    bad = ~np.isfinite(w)
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(
-            f"weights must be finite (no NaN or inf); weights{list(where)} = {w[where].item()!r}"
-        )
-    bad = w < 0
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(
-            f"weights must be >= 0 (W_ij = I_ij w_ij with a nonnegative edge weight); "
-            f"weights{list(where)} = {w[where].item()!r}"
-        )
-    diag = np.diagonal(w, axis1=-2, axis2=-1)
-    if np.any(diag != 0):
-        where = tuple(int(i) for i in np.argwhere(diag != 0)[0])
-        raise ValueError(
-            f"weights must have a zero diagonal (a candidate forms no edge with itself); "
-            f"weights{[*where[:-1], where[-1], where[-1]]} = {diag[where].item()!r}"
-        )
-    # Relative to the largest weight: the core builds W symmetric exactly, so any gap beyond
-    # rounding means the argument is not an edge-weight matrix (e.g. a transposed mix-up).
-    gap = np.abs(w - np.swapaxes(w, -1, -2))
-    scale = max(float(np.abs(w).max(initial=0.0)), 1.0)
-    if gap.max(initial=0.0) > SYMMETRY_ATOL * scale:
-        where = tuple(int(i) for i in np.argwhere(gap > SYMMETRY_ATOL * scale)[0])
-        swapped = (*where[:-2], where[-1], where[-2])
-        raise ValueError(
-            f"weights must be symmetric (W_ij = W_ji); weights{list(where)} = "
-            f"{w[where].item()!r} but weights{list(swapped)} = {w[swapped].item()!r}"
-        )
-    return w
-
-
 def pair_advantages_torch(
     rewards: ArrayLike | torch.Tensor,
     weights: ArrayLike | torch.Tensor,
@@ -191,39 +141,18 @@ def pair_advantages_torch(
             f"dtype must be torch.float32 or torch.float64 (the accumulation precision; an "
             f"integer or half dtype would truncate or overflow the weights); got dtype={dtype!r}"
         )
-    acc = check_dtype(_ACCUMULATION[dtype])
+    acc = _ACCUMULATION[dtype]
     device = next(
         (x.device for x in (rewards, weights) if isinstance(x, torch.Tensor)),
         torch.device("cpu"),
     )
-    r = check_rewards(_host_array("rewards", rewards), finite=False)
+    r = _host_array("rewards", rewards)
     if r.ndim != 2:
         raise ValueError(f"rewards must have shape (B, G); got shape {r.shape}")
-    g = r.shape[-1]
-    w = _check_weights(_host_array("weights", weights), g)
-    touched = np.any(w != 0, axis=-1)  # candidates whose reward enters A
-    if mask is None:
-        msk = touched
-    else:
-        m = mask.detach().cpu().numpy() if isinstance(mask, torch.Tensor) else mask
-        msk = check_mask(m, g)
-        observed = msk[..., :, None] & msk[..., None, :]
-        stray = (w != 0) & ~np.broadcast_to(observed, w.shape)
-        if stray.any():
-            where = tuple(int(i) for i in np.argwhere(stray)[0])
-            raise ValueError(
-                f"weights must be zero on every edge that was not observed (J_i J_j = 0); "
-                f"weights{list(where)} = {w[where].item()!r} but mask does not hold both "
-                f"endpoints {where[-2]} and {where[-1]}"
-            )
-    batch = broadcast_batch(rewards=r.shape[:-1], mask=msk.shape[:-1], weights=w.shape[:-2])
-    if batch != r.shape[:-1]:
-        raise ValueError(
-            f"weights must have shape (B, G, G) = {(*r.shape, g)} to match rewards; "
-            f"got {w.shape}"
-        )
+    m = mask.detach().cpu().numpy() if isinstance(mask, torch.Tensor) else mask
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported just below
-        adv = _masked_advantages(r, msk, np.broadcast_to(w, (*batch, g, g)), batch, acc)
+        adv = pair_advantages_from_weights(r, _host_array("weights", weights), mask=m,
+                                           dtype=acc)
     if not np.all(np.isfinite(adv)):
         raise ValueError(
             f"the advantages overflow {dtype} (largest |W_ij (r_i - r_j)| exceeds its range); "

@@ -1,9 +1,13 @@
-"""The one TRL-specific collective a PAIR step needs: scoring each process's own rows."""
+"""The collectives of a PAIR step in TRL: scoring each process's own rows, and gathering
+every process's predictions for the plan."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
 
 
 @contextlib.contextmanager
@@ -24,3 +28,21 @@ def process_local_reward_gather() -> Iterator[None]:
         yield
     finally:
         grpo_module.gather = original
+
+
+def gather_predictions(accelerator: Any, prefix: Any, p_hat: Any, c_hat: Any,
+                       local: np.ndarray, n_local: int) -> np.ndarray:
+    """``(B * G, 4)`` rows ``(p_hat, c_hat, finished, prefix tokens)`` over every process.
+
+    ``local`` are this process's rows (of its ``n_local``) that hold a prefix of ``prefix``
+    (in order); the others get the placeholders ``(0.5, 0, 0, 0)``, which the step leaves out.
+    """
+    from pairht.torch.distributed import gather_rows
+
+    done = np.asarray(prefix.prefix_done.cpu(), dtype=bool)
+    lengths = np.array([len(ids) for ids in prefix.prefix_ids], dtype=np.int64)
+    rows = np.zeros((n_local, 4))
+    rows[:, 0] = 0.5
+    rows[local] = np.stack([np.asarray(p_hat, np.float64), np.asarray(c_hat, np.float64),
+                            done, lengths], axis=1)[: len(local)]
+    return gather_rows(accelerator, rows)
