@@ -17,14 +17,15 @@ from verl_required import require_verl_for_tests
 require_verl_for_tests()
 
 import torch  # noqa: E402
-from trl_batch import RULES, load  # noqa: E402
+from trl_batch import CASES, load  # noqa: E402
 from verl_batch import data_proto, per_row, rows_of  # noqa: E402
 
 import pairht  # noqa: E402
 from pairht.designs import ConditionalPoisson  # noqa: E402
-from pairht.step import StepInputs, plan_continuations  # noqa: E402
+from pairht.step import StepPlan, plan_step  # noqa: E402
 from pairht.verl.advantage import pair_advantage  # noqa: E402
 from pairht.verl.config import PairVerlConfig  # noqa: E402
+from pairht.verl.rows import plan_rows  # noqa: E402
 
 pytestmark = pytest.mark.verl
 #: float64 sums of at most G = 8 terms
@@ -34,9 +35,8 @@ TOL = 1e-12
 def _plan(b: int, g: int, seed: int, rule: str = "pair"):
     rng = np.random.default_rng(seed)
     finished = rng.random((b, g)) < 0.15
-    inputs = StepInputs.from_ratio(rng.random((b, g)), rng.uniform(5, 50, (b, g)), finished,
-                                   budget_ratio=0.5)
-    return plan_continuations(inputs, allocator=rule, rng=rng)
+    return plan_step(rng.random((b, g)), rng.uniform(5, 50, (b, g)), finished,
+                     budget_ratio=0.5, allocator=rule, rng=rng)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -55,7 +55,7 @@ def test_pair_advantage_equals_the_cores_estimator(seed, rule):
     else:
         from pairht.estimators.difference import difference_advantages, prediction_baselines
 
-        base = prediction_baselines(plan.inputs.p_hat, rewards, plan.inputs.finished)
+        base = prediction_baselines(plan.p_hat, rewards, plan.finished)
         want = difference_advantages(rewards, plan.selected, plan.joint, base)
     got = per_row(out)[np.argsort(order)].reshape(b, g)
     np.testing.assert_allclose(got, want, rtol=0, atol=TOL)
@@ -66,7 +66,7 @@ def test_advantages_fill_the_response_and_unselected_rows_leave_the_loss():
     plan = _plan(2, 5, seed=7)
     data = data_proto(rows_of(plan, ["a", "b"]), np.random.default_rng(0).random((2, 5)))
     out = pair_advantage(data)
-    selected = np.array([r for r in data.non_tensor_batch["pair_selected"]], dtype=bool)
+    selected = np.asarray(data.non_tensor_batch["pair_selected"], dtype=bool)
     assert (~selected).any()
     mask_in = data.batch["response_mask"]
     mask_out = out.batch["response_mask"]
@@ -84,20 +84,19 @@ def test_advantages_fill_the_response_and_unselected_rows_leave_the_loss():
     assert torch.equal(data.batch["response_mask"], mask_in)
 
 
-@pytest.mark.parametrize("rule", RULES)
-def test_pair_advantage_equals_the_trl_trainers_on_the_same_batch(rule):
-    trl = load(rule)
-    b, g = trl["mask"].shape
-    rows = [
-        {"uid": f"prompt{i}", "pair_index": j, "pair_selected": bool(trl["mask"][i, j]),
-         "pair_finished": bool(trl["prefix_done"][i, j]), "pair_pi": float(trl["pi"][i, j]),
-         "pair_joint": trl["joint"][i, j], "pair_p_hat": float(trl["p_hat"][i, j]),
-         "pair_rule": rule}
-        for i in range(b) for j in range(g)
-    ]
+@pytest.mark.parametrize(("rule", "width"), CASES)
+def test_pair_advantage_equals_the_trl_trainers_on_the_same_batch(rule, width):
+    """The TRL trainer's plan and rewards (stored: data/), through verl: the advantages it
+    handed TRL's loss, to float64 rounding."""
+    trl = load(rule, width)
+    b, g = trl["advantages"].shape
+    plan = StepPlan.from_rows({k[4:]: v for k, v in trl.items() if k.startswith("row_")}, g)
+    assert plan.width == width and (~plan.selected).any()
+    rows = [{"uid": f"prompt{i}", **row} for i in range(b) for row in plan_rows(plan, i)]
     rewards = np.nan_to_num(trl["rewards"], nan=0.0)  # unselected: never read
-    data = data_proto(rows, rewards)
-    got = per_row(pair_advantage(data)).reshape(b, g)
+    order = np.random.default_rng(5).permutation(b * g)
+    got = per_row(pair_advantage(data_proto(rows, rewards, order=order)))
+    got = got[np.argsort(order)].reshape(b, g)
     assert np.abs(trl["advantages"]).max() > 0.01  # the claim is exercised
     np.testing.assert_allclose(got, trl["advantages"], rtol=0, atol=TOL)
 
@@ -108,14 +107,14 @@ def test_verl_path_is_design_unbiased_by_enumeration(pi):
     design = ConditionalPoisson(np.array(pi))
     joint = design.joint()
     g = len(pi)
+    base = plan_step([[0.5] * g], [[10.0] * g], [[False] * g], budget_ratio=1.0, rng=0)
     rng = np.random.default_rng(3)
     rewards, scores = rng.random(g), rng.normal(size=(g, 2))
     masks, probs = design.support()
     expected = np.zeros(2)
     for mask, p in zip(masks, probs):
-        rows = [{"uid": "x", "pair_index": i, "pair_selected": bool(mask[i]),
-                 "pair_finished": False, "pair_pi": pi[i], "pair_joint": joint[i],
-                 "pair_p_hat": 0.5, "pair_rule": "pair"} for i in range(g)]
+        plan = base.replace(selected=mask[None], pi=np.array([pi]), joint=joint[None])
+        rows = [{"uid": "x", **row} for row in plan_rows(plan)]
         adv = per_row(pair_advantage(data_proto(rows, rewards[None])))
         expected += p * adv @ scores
     m = g * (g - 1) / 2

@@ -15,7 +15,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopO
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
 
 import pairht  # noqa: E402
-from pairht.step import StepInputs, plan_continuations  # noqa: E402
+from pairht.step import plan_step  # noqa: E402
 from pairht.verl.config import PairVerlConfig  # noqa: E402
 from pairht.verl.rows import plan_rows  # noqa: E402
 from pairht.verl.trainer import READ_FIELDS, advantage_fields  # noqa: E402
@@ -26,9 +26,8 @@ pytestmark = pytest.mark.verl
 def test_advantage_fields_on_the_transfer_queue_layout_equal_pair_advantages():
     b, g = 2, 5
     rng = np.random.default_rng(11)
-    inputs = StepInputs.from_ratio(rng.random((b, g)), rng.uniform(5, 40, (b, g)),
-                                   np.zeros((b, g), dtype=bool), budget_ratio=0.5)
-    plan = plan_continuations(inputs, rng=rng)
+    plan = plan_step(rng.random((b, g)), rng.uniform(5, 40, (b, g)),
+                     np.zeros((b, g), dtype=bool), budget_ratio=0.5, rng=rng)
     assert (~plan.selected).any()
     rewards = rng.integers(0, 2, (b, g)).astype(float) + rng.random((b, g)) / 8
     rows = []
@@ -36,7 +35,7 @@ def test_advantage_fields_on_the_transfer_queue_layout_equal_pair_advantages():
         for row in plan_rows(plan, i):
             j = row["pair_index"]
             n_resp = 1 + (3 * i + j) % 4  # ragged responses
-            extra = {**row, "pair_joint": row["pair_joint"].tolist()}
+            extra = dict(row)
             out = AgentLoopOutput(prompt_ids=[1, 2, 3], response_ids=list(range(4, 4 + n_resp)),
                                   response_mask=[1] * n_resp, reward_score=float(rewards[i, j]),
                                   metrics=AgentLoopMetrics(), extra_fields=extra)

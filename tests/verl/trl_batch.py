@@ -18,20 +18,27 @@ from pathlib import Path
 import numpy as np
 
 DATA = Path(__file__).parent / "data"
-#: the rules stored: PAIR's program (pair-HT estimator) and Neyman's (difference estimator)
-RULES = ("pair", "pair_dr")
-KEYS = ("rewards", "mask", "joint", "pi", "p_hat", "prefix_done", "advantages")
+#: the cases stored (rule, width): PAIR's program (pair-HT estimator) and Neyman's (difference
+#: estimator), with prefixes for every candidate and for a subset of 4 of 6
+CASES = (("pair", "prefixes"), ("pair_dr", "prefixes"), ("pair", "subset"))
 
 
-def trl_batch(tmp_path: Path, rule: str) -> dict[str, np.ndarray]:
-    """The trainer's logged plan, rewards and advantages of one batch (float64, unstandardised)."""
+def _name(rule: str, width: str) -> str:
+    return f"trl_batch_{rule}_{width}.npz"
+
+
+def trl_batch(tmp_path: Path, rule: str, width: str) -> dict[str, np.ndarray]:
+    """One batch of the trainer: its plan's rows (``row_<field>``, plan order), the rewards and
+    the advantages it handed TRL's loss, ``(B, G)`` (float64 model, unstandardised)."""
     import torch
     from pair_helpers import make_trainer, scored_batch, use_float64_logprobs
 
     n_prompts, g = 3, 6
+    sizes = {"prefix_group_size": 4} if width == "subset" else {}
     trainer = make_trainer(tmp_path, double=True, num_generations=g,
                            per_device_train_batch_size=n_prompts * g, allocator=rule,
-                           drop_unselected_rows=False, scale_rewards="none")
+                           width=width, drop_unselected_rows=False, scale_rewards="none",
+                           **sizes)
     # varied predictions, so pi differs across candidates (as tests/trl/test_trainer_exact.py)
     trainer.head_trainer.head = "mlp"
     gen = torch.Generator().manual_seed(0)
@@ -40,15 +47,17 @@ def trl_batch(tmp_path: Path, rule: str) -> dict[str, np.ndarray]:
             head[-1].weight.copy_(2.0 * torch.randn(head[-1].weight.shape, generator=gen,
                                                     dtype=head[-1].weight.dtype))
     use_float64_logprobs(trainer)
-    scored_batch(trainer, n_prompts)
+    out = scored_batch(trainer, n_prompts)
     d = trainer.last_draw
-    return {"rewards": d.rewards, "mask": d.mask, "joint": d.joint, "pi": d.pi,
-            "p_hat": d.p_hat, "prefix_done": d.prefix_done, "advantages": d.advantages}
+    rows = {f"row_{k}": (v.astype(str) if v.dtype == object else v)
+            for k, v in d.plan.as_rows().items()}
+    return {**rows, "rewards": d.rewards,
+            "advantages": out["advantages"].detach().double().numpy().reshape(n_prompts, g)}
 
 
-def load(rule: str) -> dict[str, np.ndarray]:
-    with np.load(DATA / f"trl_batch_{rule}.npz") as f:
-        return {k: f[k] for k in KEYS}
+def load(rule: str, width: str) -> dict[str, np.ndarray]:
+    with np.load(DATA / _name(rule, width)) as f:
+        return {k: f[k] for k in f.files}
 
 
 if __name__ == "__main__":
@@ -56,8 +65,10 @@ if __name__ == "__main__":
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "trl"))
     DATA.mkdir(exist_ok=True)
-    for rule in RULES:
+    for old in DATA.glob("trl_batch_*.npz"):
+        old.unlink()
+    for rule, width in CASES:
         with tempfile.TemporaryDirectory() as tmp:
-            batch = trl_batch(Path(tmp), rule)
-        np.savez(DATA / f"trl_batch_{rule}.npz", **batch)
-        print(rule, {k: v.shape for k, v in batch.items()})
+            batch = trl_batch(Path(tmp), rule, width)
+        np.savez(DATA / _name(rule, width), **batch)
+        print(rule, width, {k: v.shape for k, v in batch.items()})

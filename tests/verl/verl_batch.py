@@ -1,4 +1,4 @@
-"""Builders of real verl batches for the verl suite: a plan from pairht.step, its rows in a
+"""Builders of real verl batches for the verl suite: a plan from pairht.step.plan_step, its rows in a
 ``DataProto`` (rows shuffled, as verl may reorder them), rewards on the response tokens."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import numpy as np
 import torch
 from verl import DataProto
 
+from pairht.verl.advantage import plan_fields_from_extra
 from pairht.verl.rows import FIELDS, plan_rows
 
 
@@ -31,11 +32,9 @@ def data_proto(rows: list[dict], rewards: np.ndarray, *, length: int = 4, order=
     for k, src in enumerate(order):
         mask[k, : lengths[k]] = 1
         scores[k, lengths[k] - 1] = float(flat[src])
-    non_tensors = {"uid": np.array([rows[s]["uid"] for s in order], dtype=object)}
-    for key in FIELDS:
-        values = [rows[s][key] for s in order]
-        non_tensors[key] = (np.stack(values) if key == "pair_joint"
-                            else np.array(values, dtype=object if key == "pair_rule" else None))
+    non_tensors = {"uid": np.array([rows[s]["uid"] for s in order], dtype=object),
+                   **plan_fields_from_extra([rows[s] for s in order])}
+    assert sorted(FIELDS) == sorted(set(non_tensors) - {"uid"})
     assert non_tensors["pair_joint"].shape == (n, g)
     return DataProto.from_dict(tensors={"token_level_rewards": scores, "response_mask": mask},
                                non_tensors=non_tensors)

@@ -41,7 +41,9 @@ def plan_fields_from_extra(extra_fields: Any) -> dict[str, np.ndarray]:
         if rows and all(key in r for r in rows):
             values = [r[key] for r in rows]
             out[key] = (np.stack([np.asarray(v, dtype=np.float64) for v in values])
-                        if key == "pair_joint" else np.asarray(values))
+                        if key in ("pair_joint", "pair_inner_joint")
+                        else np.asarray(values, dtype=object if isinstance(values[0], str)
+                                        else None))
     return out
 
 
@@ -72,13 +74,14 @@ def pair_advantage(data: Any, config: PairVerlConfig | None = None) -> Any:
     --------
     >>> import numpy as np, torch
     >>> from verl import DataProto
-    >>> rows = {"uid": np.array(["a", "a"], dtype=object), "pair_index": np.array([0, 1]),
-    ...         "pair_selected": np.array([True, True]), "pair_finished": np.array([False] * 2),
-    ...         "pair_pi": np.ones(2), "pair_joint": np.ones((2, 2)),
-    ...         "pair_p_hat": np.full(2, 0.5), "pair_rule": np.array(["pair"] * 2, dtype=object)}
+    >>> from pairht.step import plan_step
+    >>> from pairht.verl.rows import plan_rows
+    >>> plan = plan_step([[0.5] * 2], [[10.0] * 2], [[False] * 2], budget_ratio=1.0, rng=0)
+    >>> rows = plan_fields_from_extra(plan_rows(plan))
     >>> data = DataProto.from_dict(
     ...     tensors={"token_level_rewards": torch.tensor([[0.0, 1.0], [0.0, 0.0]]),
-    ...              "response_mask": torch.ones(2, 2)}, non_tensors=rows)
+    ...              "response_mask": torch.ones(2, 2)},
+    ...     non_tensors={"uid": np.array(["a", "a"], dtype=object), **rows})
     >>> pair_advantage(data).batch["advantages"].tolist()
     [[0.5, 0.5], [-0.5, -0.5]]
     """
@@ -88,10 +91,8 @@ def pair_advantage(data: Any, config: PairVerlConfig | None = None) -> Any:
     groups = group_rows(data.non_tensor_batch["uid"], data.non_tensor_batch)
     per_row = rewards_t.detach().to(device="cpu", dtype=torch.float64).sum(-1).numpy()
     adv = estimate(groups, groups.take(per_row), weighting=cfg.weighting, w_max=cfg.w_max)
-    per_row_adv = np.zeros(len(per_row))
-    per_row_adv[groups.position.reshape(-1)] = adv.reshape(-1)
-    keep = np.zeros(len(per_row), dtype=bool)
-    keep[groups.position.reshape(-1)] = groups.selected.reshape(-1)
+    per_row_adv = groups.scatter(adv.astype(np.float64))
+    keep = groups.scatter(groups.plan.selected)
     keep_t = torch.as_tensor(keep, device=mask_t.device)
     response_mask = mask_t * keep_t[:, None].to(mask_t.dtype)
     a = torch.as_tensor(per_row_adv, device=rewards_t.device)[:, None]

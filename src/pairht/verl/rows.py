@@ -1,24 +1,13 @@
-r"""The plan as per-row fields of a verl batch, and the one call into pairht's estimator.
+r"""The plan as per-row fields of a verl batch, and the one call into pairht's step.
 
-verl keeps a batch as rows (one row per candidate) with the group key ``uid`` in
-``non_tensor_batch``. The agent-loop worker (:mod:`pairht.verl.agent_loop`) writes the plan of
-each group into its rows, before any reward exists:
-
-==================  ===========  ============================================================
-field               per row      meaning
-==================  ===========  ============================================================
-``pair_index``      int          the candidate's position ``i`` in its group, ``0 .. G-1``
-``pair_selected``   bool         ``J_i``: continued in phase 2 (finished prefixes: always)
-``pair_finished``   bool         the prefix already ended (``pi_i = 1``, cost 0)
-``pair_pi``         float        ``pi_i``
-``pair_joint``      (G,) float   row ``i`` of ``rho`` (``rho_ij = P(J_i = J_j = 1)``)
-``pair_p_hat``      float        the prediction the plan used (the difference estimator's
-                                 baseline)
-``pair_rule``       str          the allocation rule (it names the estimator)
-==================  ===========  ============================================================
-
-:func:`group_rows` turns rows back into ``(B, G)`` arrays and :func:`estimate` is the only
-place the adapter calls pairht's estimator. numpy only: no verl, no torch.
+verl keeps a batch as rows (one row per candidate) with the group key ``uid``. The agent-loop
+worker (:mod:`pairht.verl.agent_loop`) plans each group with :func:`pairht.step.plan_step` and
+writes the plan's rows (:meth:`pairht.step.StepPlan.as_rows`, every field of
+:data:`pairht.step.ROW_FIELDS` prefixed ``pair_``) plus ``pair_index``, the candidate's
+position ``i`` in its group, into each row, before any reward exists. After rewards,
+:func:`group_rows` rebuilds the ``StepPlan`` from whatever order verl hands the rows over in,
+and :func:`estimate` is the only place the adapter calls :func:`pairht.step.estimate`.
+numpy only: no verl, no torch.
 """
 
 from __future__ import annotations
@@ -29,38 +18,41 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FIELDS", "GroupedRows", "estimate", "group_rows", "plan_rows"]
+from pairht.step import ROW_FIELDS, StepPlan
 
-#: the per-row fields of the plan, in the order of the table above
-FIELDS = ("pair_index", "pair_selected", "pair_finished", "pair_pi", "pair_joint",
-          "pair_p_hat", "pair_rule")
+__all__ = ["FIELDS", "PREFIX", "GroupedRows", "estimate", "group_rows", "plan_rows"]
+
+#: the prefix of the plan's fields in a verl row
+PREFIX = "pair_"
+#: the per-row fields the worker writes: the candidate's index, then the plan's rows
+FIELDS = (f"{PREFIX}index", *(PREFIX + k for k in ROW_FIELDS))
 
 
-def plan_rows(plan: Any, b: int = 0) -> list[dict[str, Any]]:
-    """The fields of group ``b`` of a :class:`pairht.step.ContinuationPlan`, one dict a row.
+def plan_rows(plan: StepPlan, b: int = 0) -> list[dict[str, Any]]:
+    """The fields of group ``b`` of ``plan``, one dict a row (plain Python values and lists,
+    so that they travel through verl's ``extra_fields`` and Ray unchanged).
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from pairht.step import StepInputs, plan_continuations
-    >>> x = StepInputs.from_ratio([[0.5] * 3], [[10.0] * 3], [[False, True, False]], 1.0)
-    >>> rows = plan_rows(plan_continuations(x, rng=0))
-    >>> [r["pair_pi"] for r in rows], rows[1]["pair_finished"]
-    ([1.0, 1.0, 1.0], True)
+    >>> from pairht.step import plan_step
+    >>> plan = plan_step([[0.5] * 3], [[10.0] * 3], [[False, True, False]], budget_ratio=1.0,
+    ...                  rng=0)
+    >>> rows = plan_rows(plan)
+    >>> [r["pair_pi"] for r in rows], rows[1]["pair_finished"], rows[2]["pair_index"]
+    ([1.0, 1.0, 1.0], True, 2)
     """
-    g = plan.pi.shape[-1]
-    return [
-        {
-            "pair_index": i,
-            "pair_selected": bool(plan.selected[b, i]),
-            "pair_finished": bool(plan.inputs.finished[b, i]),
-            "pair_pi": float(plan.pi[b, i]),
-            "pair_joint": np.array(plan.joint[b, i], dtype=np.float64),
-            "pair_p_hat": float(plan.inputs.p_hat[b, i]),
-            "pair_rule": str(plan.allocator),
-        }
-        for i in range(g)
-    ]
+    rows = plan.as_rows()
+    g = plan.shape[1]
+    out = []
+    for i in range(g):
+        k = b * g + i
+        row: dict[str, Any] = {f"{PREFIX}index": i}
+        for key in ROW_FIELDS:
+            value = rows[key][k]
+            row[PREFIX + key] = value.tolist() if isinstance(value, np.ndarray) else (
+                value.item() if isinstance(value, np.generic) else value)
+        out.append(row)
+    return out
 
 
 @dataclass(frozen=True)
@@ -68,16 +60,17 @@ class GroupedRows:
     """Rows regrouped: ``position[b, i]`` is the row of candidate ``i`` of group ``b``."""
 
     position: np.ndarray  # (B, G) int
-    selected: np.ndarray  # (B, G) bool
-    finished: np.ndarray  # (B, G) bool
-    pi: np.ndarray  # (B, G)
-    joint: np.ndarray  # (B, G, G)
-    p_hat: np.ndarray  # (B, G)
-    rule: str
+    plan: StepPlan
 
     def take(self, per_row: np.ndarray) -> np.ndarray:
         """A per-row array in ``(B, G, ...)`` layout."""
         return np.asarray(per_row)[self.position]
+
+    def scatter(self, grouped: np.ndarray) -> np.ndarray:
+        """A ``(B, G)`` array back to per-row order."""
+        out = np.zeros(self.position.size, dtype=np.asarray(grouped).dtype)
+        out[self.position.reshape(-1)] = np.asarray(grouped).reshape(-1)
+        return out
 
 
 def group_rows(uid: Any, fields: Mapping[str, Any]) -> GroupedRows:
@@ -88,29 +81,29 @@ def group_rows(uid: Any, fields: Mapping[str, Any]) -> GroupedRows:
     uid : (N,) array_like
         verl's group key of each row.
     fields : mapping
-        :data:`FIELDS`, each ``(N,)`` (``pair_joint``: ``N`` rows of length ``G``).
+        :data:`FIELDS`, each with ``N`` entries (``pair_joint``, ``pair_inner_joint``: ``N``
+        rows of length ``G``).
 
     Raises
     ------
     ValueError
         A field missing (the batch was not generated by PAIR's agent loop), groups of
-        different sizes, a group whose ``pair_index`` is not ``0 .. G-1`` once each, or
-        more than one rule in the batch.
+        different sizes, or a group whose ``pair_index`` is not ``0 .. G-1`` once each; and
+        :meth:`pairht.step.StepPlan.from_rows`'s errors.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> f = {"pair_index": [1, 0], "pair_selected": [True, True],
-    ...      "pair_finished": [False, False], "pair_pi": [1.0, 1.0],
-    ...      "pair_joint": [[1.0, 1.0], [1.0, 1.0]], "pair_p_hat": [0.5, 0.5],
-    ...      "pair_rule": ["pair", "pair"]}
-    >>> group_rows(np.array(["a", "a"]), f).position.tolist()
+    >>> from pairht.step import plan_step
+    >>> plan = plan_step([[0.5] * 2], [[10.0] * 2], [[False] * 2], budget_ratio=1.0, rng=0)
+    >>> rows = plan_rows(plan)[::-1]  # verl may reorder rows
+    >>> f = {k: [r[k] for r in rows] for k in FIELDS}
+    >>> group_rows(["a", "a"], f).position.tolist()
     [[1, 0]]
     """
     missing = [k for k in FIELDS if k not in fields]
     if missing:
-        raise ValueError(f"the batch lacks the plan fields {missing} (non_tensor_batch); "
-                         f"generate with pairht.verl's agent-loop worker")
+        raise ValueError(f"the batch lacks the plan fields {missing}; generate with "
+                         f"pairht.verl's agent-loop worker (it writes them in extra_fields)")
     uid = np.asarray(uid)
     n = len(uid)
     keys, first, inverse = np.unique(uid, return_index=True, return_inverse=True)
@@ -123,44 +116,37 @@ def group_rows(uid: Any, fields: Mapping[str, Any]) -> GroupedRows:
         raise ValueError(f"every uid group must hold the same number of rows G; got sizes "
                          f"{sorted(set(counts.tolist()))}")
     g = int(counts[0])
-    index = np.asarray(fields["pair_index"], dtype=np.int64)
-    position = np.full((len(keys), g), -1, dtype=np.int64)
+    index = np.asarray(fields[f"{PREFIX}index"], dtype=np.int64)
     ok = (index >= 0) & (index < g)
     if not ok.all():
         bad = int(np.flatnonzero(~ok)[0])
         raise ValueError(f"pair_index must be in [0, G) = [0, {g}); row {bad} has {index[bad]}")
+    position = np.full((len(keys), g), -1, dtype=np.int64)
     position[group, index] = np.arange(n)
     if (position < 0).any():
         b = int(np.flatnonzero((position < 0).any(axis=1))[0])
-        raise ValueError(f"the rows of uid {keys[order[b]]!r} must carry pair_index 0 .. {g - 1} "
-                         f"once each")
-    rules = sorted(set(np.asarray(fields["pair_rule"]).tolist()))
-    if len(rules) != 1:
-        raise ValueError(f"one batch must be planned by one rule; got pair_rule {rules}")
-    joint = np.stack([np.asarray(r, dtype=np.float64) for r in fields["pair_joint"]])
-    if joint.shape != (n, g):
-        raise ValueError(f"pair_joint must hold one row of length G = {g} per row; "
-                         f"got shape {joint.shape}")
-    return GroupedRows(
-        position=position,
-        selected=np.asarray(fields["pair_selected"], dtype=bool)[position],
-        finished=np.asarray(fields["pair_finished"], dtype=bool)[position],
-        pi=np.asarray(fields["pair_pi"], dtype=np.float64)[position],
-        joint=joint[position],
-        p_hat=np.asarray(fields["pair_p_hat"], dtype=np.float64)[position],
-        rule=str(rules[0]),
-    )
+        raise ValueError(f"the rows of uid {keys[order[b]]!r} must carry pair_index "
+                         f"0 .. {g - 1} once each")
+    flat = position.reshape(-1)  # plan order: row b * G + i
+    rows = {}
+    for key in ROW_FIELDS:
+        values = fields[PREFIX + key]
+        if key in ("joint", "inner_joint"):
+            arr = np.stack([np.asarray(values[k], dtype=np.float64) for k in flat])
+        else:
+            arr = np.asarray([values[k] for k in flat],
+                             dtype=object if key in ("estimator", "width") else None)
+        rows[key] = arr
+    return GroupedRows(position=position, plan=StepPlan.from_rows(rows, g))
 
 
 def estimate(groups: GroupedRows, rewards: np.ndarray, *, weighting: str = "exact",
              w_max: float | None = None) -> np.ndarray:
-    r"""Advantages ``(B, G)`` of the logged plan: pairht's estimator, called once, here only.
+    r"""Advantages ``(B, G)`` of the logged plan: :func:`pairht.step.estimate`, called here only.
 
-    For an HT rule, :func:`pairht.pair_advantages`
-    (``A_i = 1/2 sum_j W_ij (r_i - r_j)``, ``W_ij = J_i J_j / (M rho_ij)`` for ``"exact"``);
-    for a difference rule (``"pair_dr"``),
-    :func:`pairht.estimators.difference.difference_advantages` with the plan's predictions as
-    baselines. ``A_i = 0`` where ``J_i = 0``.
+    The plan's own estimator (pair-HT: ``A_i = 1/2 sum_j W_ij (r_i - r_j)``,
+    ``W_ij = J_i J_j / (M rho_ij)`` for ``"exact"``; the difference estimator for
+    ``"pair_dr"``); ``A_i = 0`` where ``J_i = 0``. Unstandardised (exact mode).
 
     Parameters
     ----------
@@ -172,20 +158,12 @@ def estimate(groups: GroupedRows, rewards: np.ndarray, *, weighting: str = "exac
 
     Examples
     --------
-    >>> import numpy as np
-    >>> f = {"pair_index": [0, 1], "pair_selected": [True, True],
-    ...      "pair_finished": [False, False], "pair_pi": [1.0, 1.0],
-    ...      "pair_joint": [[1.0, 1.0], [1.0, 1.0]], "pair_p_hat": [0.5, 0.5],
-    ...      "pair_rule": ["pair", "pair"]}
+    >>> from pairht.step import plan_step
+    >>> plan = plan_step([[0.5] * 2], [[10.0] * 2], [[False] * 2], budget_ratio=1.0, rng=0)
+    >>> f = {k: [r[k] for r in plan_rows(plan)] for k in FIELDS}
     >>> estimate(group_rows(["a", "a"], f), np.array([[1.0, 0.0]])).tolist()
     [[0.5, -0.5]]
     """
-    import pairht
-    from pairht.estimators.difference import difference_advantages, prediction_baselines
-    from pairht.step import ALLOCATORS
+    from pairht.step import estimate as step_estimate
 
-    if getattr(ALLOCATORS[groups.rule], "estimator", "ht") == "difference":
-        base = prediction_baselines(groups.p_hat, rewards, groups.finished)
-        return difference_advantages(rewards, groups.selected, groups.joint, base)
-    return pairht.pair_advantages(np.where(groups.selected, rewards, 0.0), groups.selected,
-                                  groups.joint, weighting=weighting, w_max=w_max)
+    return step_estimate(groups.plan, rewards, weighting=weighting, w_max=w_max).advantages
