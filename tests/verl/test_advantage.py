@@ -12,6 +12,7 @@ import itertools
 
 import numpy as np
 import pytest
+
 from verl_required import require_verl_for_tests
 
 require_verl_for_tests()

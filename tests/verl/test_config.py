@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from verl_required import require_verl_for_tests
 
 require_verl_for_tests()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from verl_required import require_verl_for_tests
 
 require_verl_for_tests()

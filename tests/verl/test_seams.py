@@ -10,7 +10,9 @@ from __future__ import annotations
 import inspect
 from importlib.metadata import version
 
+import numpy as np
 import pytest
+
 from verl_required import require_verl_for_tests
 
 require_verl_for_tests()
@@ -60,3 +62,22 @@ def test_run_prompt_seam_is_where_the_agent_loop_worker_overrides_it():
     assert "self._run_prompt(prompt, sampling_params, trajectory=" in source
     post = _params(cls._agent_loop_postprocess)
     assert post == ["self", "output", "validate", "kwargs"], post
+
+
+def test_the_worker_overrides_run_prompt_and_the_manager_uses_it():
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
+
+    from pairht.verl.agent_loop import PairAgentLoopManager, PairAgentLoopWorker, group_rng
+
+    worker = PairAgentLoopWorker.__ray_actor_class__
+    assert issubclass(worker, AgentLoopWorkerTQ.__ray_actor_class__)
+    assert "_run_prompt" in vars(worker)
+    assert _params(worker._run_prompt) == _params(AgentLoopWorkerTQ.__ray_actor_class__._run_prompt)
+    assert issubclass(PairAgentLoopManager, AgentLoopManagerTQ)
+    # the manager's workers are set after verl's __init__ and before it starts any (create())
+    init = inspect.getsource(AgentLoopManagerTQ.create)
+    assert init.index("cls(*args, **kwargs)") < init.index("_init_agent_loop_workers")
+    # the design's generator is a function of (seed, uid, step) only
+    a, b = group_rng(0, "uid-1", 3).random(4), group_rng(0, "uid-1", 3).random(4)
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, group_rng(0, "uid-2", 3).random(4))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from verl_required import require_verl_for_tests
 
 require_verl_for_tests()

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("trl")
 sys.path.insert(0, str(Path(__file__).parents[1] / "trl"))
 
-from trl_batch import CASES, load, trl_batch  # noqa: E402
+from trl_batch import CASES, load, trl_batch
 
 
 @pytest.mark.parametrize(("rule", "width"), CASES)

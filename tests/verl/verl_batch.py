@@ -1,5 +1,5 @@
-"""Builders of real verl batches for the verl suite: a plan from pairht.step.plan_step, its rows in a
-``DataProto`` (rows shuffled, as verl may reorder them), rewards on the response tokens."""
+"""Builders of real verl batches for the verl suite: a plan from pairht.step.plan_step, its
+rows in a ``DataProto`` (shuffled, as verl may reorder rows), rewards on the response tokens."""
 
 from __future__ import annotations
 
