@@ -22,12 +22,13 @@ VLLM_RUN   := VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 PAIRHT_E
               PAIRHT_REQUIRE_VLLM=1
 # A fourth environment with verl (constraints-verl.txt, docs/verl.md): verl 0.9.1 pins
 # transformers<5.11, below the TRL extra's 5.17, so it cannot share .venv. The verl wheel installs
-# top-level `tests` and `scripts` packages; pytest runs with --import-mode=importlib and the
-# project's tests/ on PYTHONPATH so the project's own win (tests/verl/test_shadowing.py checks).
-# PAIRHT_REQUIRE_VERL=1 turns "verl not installed" from a skip into a failure there.
+# top-level `tests` and `scripts` packages: the project's tests/ has no __init__.py, so pytest's
+# default import mode never imports a project test as `tests.*` and they cannot collide
+# (tests/verl/test_shadowing.py checks). PAIRHT_REQUIRE_VERL=1 turns "verl not installed" from a
+# skip into a failure there.
 VERL_ENV   := .venv-verl
 VERL_STAMP := $(VERL_ENV)/.installed
-VERL_RUN   := PAIRHT_REQUIRE_VERL=1 PYTHONPATH=tests RAY_DISABLE_USAGE_STATS=1
+VERL_RUN   := PAIRHT_REQUIRE_VERL=1 RAY_DISABLE_USAGE_STATS=1
 # A scratch environment with no constraints: the newest numpy/scipy/numba (and the rest) that
 # pyproject.toml's ranges allow, for `make check-latest`.
 LATEST := .venv-latest
@@ -117,7 +118,7 @@ test-vllm: $(VLLM_STAMP)
 # The verl plugin against verl's real classes (tests/verl; only the generation server is faked).
 test-verl: $(VERL_STAMP)
 	$(VERL_RUN) $(VERL_ENV)/bin/python -m pytest -q -p no:cacheprovider --timeout=900 \
-		--import-mode=importlib -m verl tests/verl
+		-m verl tests/verl
 
 # Whether the pins in constraints-ci.txt are still current: a fresh environment at the newest
 # releases pyproject.toml allows (rebuilt every time, so "newest" means today's), then the core
