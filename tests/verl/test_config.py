@@ -62,11 +62,26 @@ def test_no_pair_section_gives_the_defaults():
 
 @pytest.mark.parametrize(("algorithm", "key"), [
     ({"use_kl_in_reward": True}, "algorithm.use_kl_in_reward"),
-    ({"use_kl_in_reward": False, "rollout_correction": {"bypass_mode": False}},
-     "algorithm.rollout_correction"),
+    ({"use_kl_in_reward": False, "rollout_correction": {"rollout_is": "token"}},
+     "algorithm.rollout_correction.rollout_is"),
+    ({"use_kl_in_reward": False, "rollout_correction": {"rollout_rs": "seq"}},
+     "algorithm.rollout_correction.rollout_rs"),
 ])
 def test_options_that_change_the_estimate_are_refused(algorithm, key):
     with pytest.raises(ValueError) as e:
         check_algorithm(OmegaConf.create({"algorithm": algorithm}))
     assert _one_line(e).startswith(f"{key} must be")
     check_algorithm(OmegaConf.create({"algorithm": {"use_kl_in_reward": False}}))
+
+
+def test_verls_default_algorithm_section_is_accepted():
+    from pathlib import Path
+
+    import verl
+
+    # verl's own default rollout_correction group (rollout_is and rollout_rs null)
+    group = Path(verl.__file__).parent / "trainer/config/algorithm/rollout_correction.yaml"
+    default = OmegaConf.load(group)
+    assert default.rollout_is is None and default.rollout_rs is None
+    check_algorithm(OmegaConf.create({"algorithm": {"use_kl_in_reward": False,
+                                                    "rollout_correction": default}}))

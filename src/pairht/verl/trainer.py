@@ -35,15 +35,19 @@ def check_algorithm(config: Any) -> None:
     """Refuse verl options that would make the estimate something else than PAIR's.
 
     A KL penalty folded into the reward depends on the policy, not only on the outcome, and
-    rollout correction rescales rows after the design was drawn; both are refused naming the key.
+    rollout correction's importance weights or rejection act on rows after the design was
+    drawn; both are refused naming the key (verl's default, both null, passes).
     """
     algorithm = config.algorithm
     if algorithm.get("use_kl_in_reward", False):
         raise ValueError("algorithm.use_kl_in_reward must be false with trainer.v1.trainer_mode="
                          f"{TRAINER_MODE} (use the actor's KL loss: actor.use_kl_loss=true)")
-    if algorithm.get("rollout_correction", None) is not None:
-        raise ValueError(f"algorithm.rollout_correction must be null with trainer.v1.trainer_mode="
-                         f"{TRAINER_MODE} (it reweights rows after the design was drawn)")
+    correction = algorithm.get("rollout_correction", None) or {}
+    for key in ("rollout_is", "rollout_rs"):
+        if correction.get(key, None) is not None:
+            raise ValueError(f"algorithm.rollout_correction.{key} must be null with "
+                             f"trainer.v1.trainer_mode={TRAINER_MODE} (it reweights or rejects "
+                             f"rows after the design was drawn); got {correction.get(key)!r}")
 
 
 def advantage_fields(data: TensorDict, config: PairVerlConfig) -> TensorDict:
