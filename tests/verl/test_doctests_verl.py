@@ -4,6 +4,7 @@ environment's tests/test_doctests.py skips them without verl)."""
 from __future__ import annotations
 
 import pytest
+
 from test_doctests import MODULES, NEEDS_VERL, run_examples
 from verl_required import require_verl_for_tests
 

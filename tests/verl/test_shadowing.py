@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from verl_required import require_verl_for_tests
 
 require_verl_for_tests()
