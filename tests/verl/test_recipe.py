@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from verl_required import require_verl_for_tests
 
 require_verl_for_tests()
