@@ -9,9 +9,9 @@ and its tokenizer built in memory. One step, as data:
     prompts -> backend.generate_prefixes (phase 1, tau tokens, snapped)
             -> predictions p_hat (per-prompt running success mean), c_hat (running mean
                remaining length)                                        [no heads needed]
-            -> pairht.step.plan_continuations -> pi, selected, exact joint
+            -> pairht.step.plan_step -> pi, selected, exact joint (logged)
             -> backend.continue_selected (phase 2, KV reuse) -> toy_reward on selected rows
-            -> pairht.pair_advantages(rewards, selected, joint) -> REINFORCE-style loss.
+            -> pairht.step.estimate(plan, rewards) -> advantages -> REINFORCE-style loss.
 
 Every prefix that already ended is complete: it is kept for free (pi = 1) and the budget
 (half the unfinished candidates' predicted suffix tokens) is spent on the others.
@@ -25,7 +25,6 @@ import time
 import numpy as np
 import torch
 
-import pairht
 from pairht.demo.toy import (
     make_tokenizer,
     prompt_text,
@@ -35,7 +34,7 @@ from pairht.demo.toy import (
 )
 from pairht.rollout import snap_token_ids_from_tokenizer
 from pairht.rollout.transformers_backend import TransformersTwoPhase
-from pairht.step import StepInputs, plan_continuations
+from pairht.step import estimate, plan_step
 
 STEPS = int(os.environ.get("PAIRHT_EXAMPLE_STEPS", "20"))
 WARMUP = int(os.environ.get("PAIRHT_EXAMPLE_WARMUP", "300"))
@@ -84,15 +83,14 @@ def main(steps: int = STEPS, warmup: int = WARMUP, seed: int = 0,
             done = prefix.prefix_done.numpy().reshape(B, G)
             p_hat = np.repeat([[np.mean(wins.get(it, [0.5]))] for it in items], G, axis=1)
             c_hat = np.full((B, G), mean_suffix)
-            inputs = StepInputs.from_ratio(p_hat, c_hat, done, BUDGET_RATIO)
-            plan = plan_continuations(inputs, allocator="pair", rng=rng)
+            plan = plan_step(p_hat, c_hat, done, budget_ratio=BUDGET_RATIO, rng=rng)
             selected = np.flatnonzero(plan.selected.reshape(-1)).tolist()
             finished = backend.continue_selected(model, prefix, selected)  # phase 2
         texts = tok.batch_decode(finished, skip_special_tokens=True)
         rewards = np.full(B * G, np.nan)
         rewards[selected] = toy_reward([tok.decode(prompt_ids[i]) for i in selected], texts)
         rewards = rewards.reshape(B, G)
-        adv = pairht.pair_advantages(rewards, plan.selected, plan.joint)   # (B, G)
+        adv = estimate(plan, rewards).advantages                            # (B, G)
         # -------------------------------------------------------------------------------
         model.train()
         logp = sequence_logprobs(model, [prompt_ids[i] for i in selected], finished,

@@ -34,7 +34,14 @@ from pairht.designs import DESIGNS
 from pairht.designs.registry import STEP_ALIASES, step_design_kind
 from pairht.estimators import pair_gradient, pair_ht_gradient
 from pairht.estimators.difference import difference_advantages
-from pairht.step import ALLOCATORS, StepInputs, allocator_names, plan_continuations
+from pairht.step import (
+    ALLOCATORS,
+    ESTIMATORS,
+    StepInputs,
+    allocator_names,
+    default_estimator,
+    plan_continuations,
+)
 
 G = 5
 FINISHED_COUNTS = (0, 1, G - 2, G - 1)
@@ -67,8 +74,10 @@ def _expectation(estimate, masks, probs):
 
 def _estimator(name: str, rewards, scores, joint, baselines):
     """The rule's estimator of the complete pair gradient, vectorised over masks (K, G)."""
-    kind = getattr(ALLOCATORS[name], "estimator", "ht")
-    if kind == "ht":
+    kind = default_estimator(name)
+    if kind == "ht" or ESTIMATORS.capabilities(kind).post_reward_design:
+        # a post-reward design (DPPO's pruning) is a second stage, unbiased given the plan's
+        # draw (tests/step/test_step_estimate.py): the plan's own estimate is pair-HT
         return lambda m: pair_ht_gradient(np.broadcast_to(rewards, m.shape),
                                           np.broadcast_to(scores, m.shape + scores.shape[-1:]),
                                           m, np.broadcast_to(joint, (*m.shape, G)))

@@ -98,7 +98,7 @@ def test_the_second_plan_reads_the_hajek_update_of_the_first_draws_observed_rewa
         tmp_path, monkeypatch):
     """What the step receives at step 2 is, per prompt, step 1's observed rewards weighted by
     1 / pi (recomputed here from the arrays the trainer handed to the store)."""
-    import pairht.step as step
+    import pairht.step.step_plan as step
 
     plans, updates = [], []
     real_plan, real_update = step.plan_continuations, PromptHistory.update

@@ -503,7 +503,7 @@ def test_server_mode_with_two_processes_sends_one_call_and_returns_each_its_rows
 
 def test_trainer_selects_the_vllm_backend_when_use_vllm_is_set(fake_vllm, model):
     """``PairGRPOConfig(use_vllm=True)`` makes the trainer drive TRL's vLLM engine in two phases."""
-    from pairht.trl.trainer import PairGRPOTrainer
+    from pairht.trl.setup import default_backend
     from pairht.vllm import VLLMTwoPhase
 
     llm = FakeLLM()
@@ -524,7 +524,7 @@ def test_trainer_selects_the_vllm_backend_when_use_vllm_is_set(fake_vllm, model)
     orig = generation.snap_token_ids_from_tokenizer
     generation.snap_token_ids_from_tokenizer = lambda _tok: [NL]
     try:
-        backend = PairGRPOTrainer._default_backend(stub)
+        backend = default_backend(stub)
     finally:
         generation.snap_token_ids_from_tokenizer = orig
     assert isinstance(backend, VLLMTwoPhase)

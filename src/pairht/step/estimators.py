@@ -161,6 +161,7 @@ def difference_estimate(plan: StepPlan, rewards: np.ndarray, *, weighting: str =
         adv = difference_advantages(rewards, plan.selected, plan.joint, base)
     else:
         S = plan.subset
+        assert plan.inner_joint is not None  # recorded with the subset
         adv = put(difference_advantages(take(rewards, S), take(plan.selected, S),
                                         plan.inner_joint, take(base, S)), S, plan.shape[1])
     # the HT weights of the plan are logged (ESS, largest weight) beside the estimate
@@ -214,7 +215,7 @@ def standardise(advantages: ArrayLike, rewards: ArrayLike, mask: ArrayLike,
         std = np.where(n > 1, np.sqrt(var), 0.0)
     elif scale == "batch":
         vals = r[m]
-        std = np.std(vals, ddof=1) if vals.size > 1 else 0.0
+        std = np.asarray(np.std(vals, ddof=1) if vals.size > 1 else 0.0)
     else:
         raise ValueError(f"scale_rewards must be 'none', 'group' or 'batch'; got {scale!r}")
     return a / (std + 1e-4)

@@ -218,7 +218,7 @@ def score_norm_proxy(prefix_len: ArrayLike, c_hat: ArrayLike, finished: ArrayLik
     A sequence score is a sum of per-token terms, so its squared norm (the score energy) grows
     with the sequence length; ``m_hat^2`` is the predicted total generated length: the prefix
     tokens ``L`` plus, if the prefix has not ended, the predicted suffix ``c_hat``. Input of
-    the length-scaled edge proxy ``a_ij = d_ij (m_i^2 + m_j^2) / 4`` (issue 14).
+    the length-scaled edge proxy ``a_ij = d_ij (m_i^2 + m_j^2) / 4``.
 
     Examples
     --------

@@ -26,7 +26,7 @@ from numpy.typing import ArrayLike
 
 from pairht.estimators import edge_weights, pair_advantages_from_weights
 
-__all__ = ["design_edge_weights", "pair_advantages_torch", "standardise_advantages"]
+__all__ = ["design_edge_weights", "pair_advantages_torch"]
 
 #: torch accumulation dtypes and the numpy dtype the core accumulates in for each.
 _ACCUMULATION = {torch.float32: np.float32, torch.float64: np.float64}
@@ -159,29 +159,3 @@ def pair_advantages_torch(
             f"pass dtype=torch.float64 or rescale the rewards"
         )
     return torch.from_numpy(np.ascontiguousarray(adv)).to(device)
-
-
-def standardise_advantages(
-    advantages: torch.Tensor, rewards: torch.Tensor, mask: torch.Tensor, scale: str
-) -> torch.Tensor:
-    """Practical-mode reward standardisation: divide by the std of the completed rewards.
-
-    ``scale="group"``: per-group sample std over completed candidates; ``"batch"``: over all
-    completed candidates; ``"none"``: unchanged. ``1e-4`` is added to the std as in TRL. This is
-    a practical departure (paper, appendix "Reward standardization"): the ratio is biased.
-    """
-    if scale == "none":
-        return advantages
-    r = torch.where(mask, rewards.to(advantages.dtype), torch.nan)
-    if scale == "group":
-        n = mask.sum(-1, keepdim=True)
-        mean = torch.nanmean(r, dim=-1, keepdim=True)
-        var = torch.nansum((r - mean) ** 2, dim=-1, keepdim=True) / (n - 1).clamp(min=1)
-        std = torch.where(n > 1, var.sqrt(), torch.zeros_like(var))
-    elif scale == "batch":
-        vals = r[mask]
-        std = vals.std() if vals.numel() > 1 else torch.zeros((), dtype=advantages.dtype)
-        std = std.to(advantages.device)
-    else:
-        raise ValueError(f"scale must be 'none', 'group' or 'batch'; got {scale!r}")
-    return advantages / (std + 1e-4)

@@ -9,7 +9,7 @@ from typing import Any
 from pairht.trl.config import FIXED_SIZE_DESIGNS, PairGRPOConfig
 
 __all__ = ["check_setup", "default_backend", "default_heads", "design_size",
-           "estimate_options", "plan_options", "prepare_vllm"]
+           "estimate_options", "head_inputs", "plan_options", "prepare_vllm"]
 
 
 def prepare_vllm(args: PairGRPOConfig) -> None:
@@ -118,3 +118,18 @@ def plan_options(a: PairGRPOConfig, warm_start: Any = None) -> dict[str, Any]:
 def estimate_options(a: PairGRPOConfig) -> dict[str, Any]:
     """Keyword arguments of :func:`pairht.step.estimate` from the config."""
     return dict(weighting=a.weighting, w_max=a.w_max, scale_rewards=a.scale_rewards)
+
+
+def head_inputs(prefix: Any, confidence: bool, backend: Any) -> Any:
+    """What the heads read for a :class:`~pairht.rollout.PrefixResult`: the hidden-state
+    features, then the confidence features unless ``confidence`` is off
+    (``head_confidence``)."""
+    if not confidence:
+        return prefix.features
+    if prefix.confidence is None:
+        raise RuntimeError(
+            f"head_confidence=True, but the generation backend {type(backend).__name__} "
+            "reported no confidence features (the sampled prefix tokens' log-probabilities); "
+            "set head_confidence=False"
+        )
+    return prefix.head_inputs()

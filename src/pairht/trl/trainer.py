@@ -47,6 +47,7 @@ from pairht.trl.setup import (
     default_backend,
     default_heads,
     estimate_options,
+    head_inputs,
     plan_options,
     prepare_vllm,
 )
@@ -196,17 +197,8 @@ class PairGRPOTrainer(GRPOTrainer):
         switch_width(self.pair_args, width, whole_group_size, allocator, prefix_group_size)
 
     def head_inputs(self, prefix: Any) -> torch.Tensor:
-        """What the heads read for a :class:`~pairht.rollout.PrefixResult`: the hidden-state
-        features, then the confidence features unless ``head_confidence=False``."""
-        if not self.pair_args.head_confidence:
-            return prefix.features
-        if prefix.confidence is None:
-            raise RuntimeError(
-                f"head_confidence=True, but the generation backend "
-                f"{type(self.generation_backend).__name__} reported no confidence features "
-                "(the sampled prefix tokens' log-probabilities); set head_confidence=False"
-            )
-        return prefix.head_inputs()
+        """What the heads read for a prefix batch (:func:`pairht.trl.setup.head_inputs`)."""
+        return head_inputs(prefix, self.pair_args.head_confidence, self.generation_backend)
 
     # ------------------------------------------------------------------ seam 1: generation
     def _generate_single_turn(
@@ -251,6 +243,7 @@ class PairGRPOTrainer(GRPOTrainer):
         assert g is not None  # resolved by GRPOConfig
         n_local = len(prompt_ids)
         n_groups = gather_rows(acc, np.zeros((n_local, 1))).shape[0] // g
+        assert args.width is not None  # resolved by PairGRPOConfig
         cands = broadcast_from_main(acc, prefix_candidates(
             args.width, n_groups, g, prefix_group_size=args.prefix_group_size,
             rng=self.design_rng))
@@ -323,6 +316,7 @@ class PairGRPOTrainer(GRPOTrainer):
         opts = plan_options(args, self._warm_start)
         predictions: dict[str, Any] = {"n_groups": cands.shape[0]}
         if prefix is not None:
+            assert local is not None  # the rows holding the prefixes
             with self._phase("heads"):
                 p_loc, c_loc = self.head_trainer.predict(self.head_inputs(prefix))
             allrows = gather_predictions(acc, prefix, p_loc, c_loc, local, n_local)
