@@ -20,6 +20,15 @@ VLLM_STAMP := $(VLLM_ENV)/.installed
 # PAIRHT_REQUIRE_VLLM=1 turns "vllm not installed" from a skip into a failure there.
 VLLM_RUN   := VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 PAIRHT_E2E_SHORT=1 \
               PAIRHT_REQUIRE_VLLM=1
+# A fourth environment with verl (constraints-verl.txt, docs/verl.md): verl 0.9.1 pins
+# transformers<5.11, below the TRL extra's 5.17, so it cannot share .venv. The verl wheel installs
+# top-level `tests` and `scripts` packages: the project's tests/ has no __init__.py, so pytest's
+# default import mode never imports a project test as `tests.*` and they cannot collide
+# (tests/verl/test_shadowing.py checks). PAIRHT_REQUIRE_VERL=1 turns "verl not installed" from a
+# skip into a failure there.
+VERL_ENV   := .venv-verl
+VERL_STAMP := $(VERL_ENV)/.installed
+VERL_RUN   := PAIRHT_REQUIRE_VERL=1 RAY_DISABLE_USAGE_STATS=1
 # A scratch environment with no constraints: the newest numpy/scipy/numba (and the rest) that
 # pyproject.toml's ranges allow, for `make check-latest`.
 LATEST := .venv-latest
@@ -27,7 +36,7 @@ LATEST := .venv-latest
 CORE_TESTS := tests/designs tests/estimators tests/allocation tests/step tests/audit \
               tests/comparators tests/test_calibration.py tests/test_package.py
 
-.PHONY: demo test test-core test-lower test-vllm check-latest dist lint bench bench-vllm docs figures clean
+.PHONY: demo test test-core test-lower test-vllm test-verl check-latest dist lint bench bench-vllm docs figures clean
 
 $(STAMP): pyproject.toml constraints-ci.txt
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +66,20 @@ $(VLLM_STAMP): pyproject.toml constraints-vllm.txt
 	$(VLLM_ENV)/bin/python -c "import torch, vllm; assert torch.__version__.startswith('2.13.0')"
 	touch $(VLLM_STAMP)
 
+# torch first (the CPU wheel on disk), then verl's CPU-capable core under the constraints (a
+# plain `pip install verl` would fetch a CUDA torch), then the project without its dependencies:
+# numpy/scipy/numba come from the constraints (TRL is not installed here: its transformers range
+# excludes verl's; the verl adapter does not use TRL).
+$(VERL_STAMP): pyproject.toml constraints-verl.txt
+	$(PYTHON) -m venv $(VERL_ENV)
+	$(VERL_ENV)/bin/python -m pip install -q --upgrade pip
+	$(VERL_ENV)/bin/python -m pip install -q torch==2.13.0
+	$(VERL_ENV)/bin/python -m pip install -q -c constraints-verl.txt 'verl[verl-core]' \
+		numba scipy pytest pytest-timeout hypothesis
+	$(VERL_ENV)/bin/python -m pip install -q -c constraints-verl.txt --no-deps -e .
+	$(VERL_ENV)/bin/python -c "import torch, verl; assert torch.__version__.startswith('2.13.0')"
+	touch $(VERL_STAMP)
+
 demo: $(STAMP)
 	$(VENV)/bin/pairht demo
 
@@ -67,13 +90,13 @@ demo: $(STAMP)
 # unpacking, ~5 min) build while the main suite runs, and mypy (~1.3 min cold) checks beside the
 # suite; their output prints after it. Each job's exit status is kept, so any failure fails.
 test: $(STAMP)
-	$(MAKE) --no-print-directory $(LOWER_STAMP) $(VLLM_STAMP) > .envs-build.log 2>&1 & \
+	$(MAKE) --no-print-directory $(LOWER_STAMP) $(VLLM_STAMP) $(VERL_STAMP) > .envs-build.log 2>&1 & \
 	builder=$$!; \
 	$(MAKE) --no-print-directory test-core; core=$$?; \
 	wait $$builder; envs=$$?; cat .envs-build.log; \
 	if [ $$core -ne 0 ] || [ $$envs -ne 0 ]; then \
 		echo "make test: main suite exit $$core, environment builds exit $$envs"; exit 1; fi
-	$(MAKE) --no-print-directory test-lower test-vllm
+	$(MAKE) --no-print-directory test-lower test-vllm test-verl
 
 test-core: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples
@@ -91,6 +114,11 @@ test-lower: $(LOWER_STAMP)
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_RUN) $(VLLM_ENV)/bin/python -m pytest -q -p no:cacheprovider --timeout=900 \
 		tests/vllm_engine tests/rollout
+
+# The verl plugin against verl's real classes (tests/verl; only the generation server is faked).
+test-verl: $(VERL_STAMP)
+	$(VERL_RUN) $(VERL_ENV)/bin/python -m pytest -q -p no:cacheprovider --timeout=900 \
+		-m verl tests/verl
 
 # Whether the pins in constraints-ci.txt are still current: a fresh environment at the newest
 # releases pyproject.toml allows (rebuilt every time, so "newest" means today's), then the core
@@ -114,7 +142,7 @@ dist: $(STAMP)
 	$(PY) -c "import glob, sys, zipfile; (whl,) = glob.glob('dist/*.whl'); \
 		names = zipfile.ZipFile(whl).namelist(); \
 		pkgs = ('pairht', 'pairht.trl', 'pairht.vllm', 'pairht.rollout', 'pairht.verifiers', \
-		        'pairht.demo'); \
+		        'pairht.demo', 'pairht.verl'); \
 		missing = [p + '/py.typed' for p in pkgs if p + '/py.typed' not in names]; \
 		missing += [] if any(n.endswith('.dist-info/licenses/LICENSE') for n in names) \
 			else ['*.dist-info/licenses/LICENSE']; \
@@ -144,5 +172,5 @@ figures: $(STAMP)
 	$(PY) -m pairht.figures
 
 clean:
-	rm -rf $(VENV) $(LOWER) $(VLLM_ENV) $(LATEST) build dist *.egg-info src/*.egg-info site \
+	rm -rf $(VENV) $(LOWER) $(VLLM_ENV) $(VERL_ENV) $(LATEST) build dist *.egg-info src/*.egg-info site \
 

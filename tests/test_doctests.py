@@ -38,6 +38,10 @@ EXCLUDED: dict[str, str] = {}
 #: Modules whose examples need a real vLLM engine (skipped, with this reason, without vLLM).
 NEEDS_VLLM: set[str] = set()
 
+#: Packages whose modules need verl to import (skipped, with this reason, without verl; their
+#: examples run in .venv-verl: tests/verl/test_doctests_verl.py).
+NEEDS_VERL = "pairht.verl"
+
 #: The standard runner's defaults: output must match exactly unless an example opts out.
 OPTIONFLAGS = 0
 
@@ -71,6 +75,20 @@ def test_examples_run(name, tmp_path, monkeypatch):
     if name in NEEDS_VLLM and importlib.util.find_spec("vllm") is None:
         pytest.skip(f"{name}: examples need a vLLM engine; vLLM is not installed here (the "
                     f"real engine runs in .venv-vllm: make test-vllm)")
+    if name.split(".")[:2] == NEEDS_VERL.split(".") and not _has_verl():
+        pytest.skip(f"{name}: needs verl, which is not installed here (its examples run in "
+                    f"tests/verl/test_doctests_verl.py: make test-verl)")
+    run_examples(name, tmp_path, monkeypatch)
+
+
+def _has_verl() -> bool:
+    # tests/verl is on sys.path's tests/ folder: a namespace package (no origin) is not verl
+    spec = importlib.util.find_spec("verl")
+    return spec is not None and spec.origin is not None
+
+
+def run_examples(name: str, tmp_path, monkeypatch) -> None:
+    """Run the examples defined in module ``name`` in ``tmp_path``; fail listing the failures."""
     monkeypatch.chdir(tmp_path)
     module = importlib.import_module(name)
     finder = doctest.DocTestFinder(exclude_empty=True)
