@@ -750,15 +750,8 @@ def _solve_flat(
     if idx.size:
         every = idx.size == m  # the common case: no fancy-index copies
         A_, B_ = (a, b) if every else (a[idx], b[idx])
-        # Normalise f(1) = 1, in two steps so subnormal proxies do not overflow 1/f(1).
-        amax = A_.max(axis=(1, 2))
-        A_ = A_ / amax[:, None, None]
-        B_ = B_ / amax[:, None]
-        s2 = 1.0 / (0.5 * A_.sum(axis=(1, 2)) + B_.sum(axis=1))
-        A_ *= s2[:, None, None]
-        B_ *= s2[:, None]
         R_ = row[idx]
-        y, zc, nu_s, it, _ = ipm_batch(
+        y, zc, nu_s, it, _, amax, s2 = ipm_batch(
             np.ascontiguousarray(A_), np.ascontiguousarray(B_), np.ascontiguousarray(R_),
             lo, np.zeros(idx.size) if nf is None else nf[idx], n is not None,
             np.ascontiguousarray(fixed[idx]), np.ascontiguousarray(y0[idx]),
