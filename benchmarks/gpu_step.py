@@ -69,7 +69,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     help="CI form: 2-layer model, 8 rows, fp32, CPU, short completions")
     ap.add_argument("--rows", type=int, nargs="+", default=[128, 256, 512],
                     help="rows per step (prompts x group)")
-    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    ap.add_argument("--modes", nargs="+", default=None, choices=MODES,
+                    help="dtype modes (default: all four; fp32 with --tiny)")
     ap.add_argument("--group", type=int, default=8, help="candidates per prompt (G)")
     ap.add_argument("--max-len", type=int, default=256, help="maximal completion length")
     ap.add_argument("--mean-len", type=float, default=160.0,
@@ -85,14 +86,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     help="greedy decoding without the EOS bias (every row runs to --max-len)")
     ap.add_argument("--repeats", type=int, default=1, help="steps per setting (medians)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-seconds", type=float, default=540.0,
+                    help="start no new setting after this many seconds (keeps one command "
+                         "under 10 minutes; skipped settings are listed)")
     ap.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     ap.add_argument("--json", default=None, help="also write the records to this file")
     args = ap.parse_args(argv)
     if args.tiny:
-        args.rows, args.modes, args.group = [8], ["fp32"], 4
+        args.rows, args.group = [8], 4
+        args.modes = args.modes or ["fp32"]
         args.max_len, args.mean_len, args.tau, args.snap_window = 24, 16.0, 6, 2
         args.train_micro = 4
         args.device = args.device or "cpu"
+    args.modes = args.modes or list(MODES)
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     for r in args.rows:
@@ -283,7 +289,9 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     gen = torch.Generator(device="cpu").manual_seed(args.seed)
     probe = (torch.randn(model.config.hidden_size, generator=gen)
              / math.sqrt(model.config.hidden_size)).to(args.device)
-    records = []
+    records: list[dict[str, Any]] = []
+    start = time.perf_counter()
+    skipped = []
     print(f"# model: random-init Qwen2, {n_params / 1e6:.0f}M parameters; device: "
           f"{torch.cuda.get_device_name() if args.device.startswith('cuda') else 'cpu'}; "
           f"torch {torch.__version__}; G = {args.group}, tau = {args.tau}, max_len = "
@@ -299,6 +307,9 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             grpo_step(model, tp, warm, args, ctx)
         for rows in args.rows:
             for rep in range(args.repeats):
+                if time.perf_counter() - start > args.max_seconds:
+                    skipped.append(f"{mode}/{rows} rows/repeat {rep}")
+                    continue
                 rng = np.random.default_rng(args.seed + 1000 * rep + rows)
                 prompts = prompts_for(rows, args.group, vocab, rng)
                 torch.manual_seed(args.seed + rep)
@@ -309,6 +320,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 print(format_row(rec), flush=True)
                 records.append(rec)
         unprepare(model)
+    if skipped:
+        print(f"# skipped after --max-seconds {args.max_seconds:g}: {', '.join(skipped)}")
     return records
 
 
