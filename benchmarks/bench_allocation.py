@@ -2,13 +2,19 @@
 
 Problems as in the paper's setting: B = 128 groups, p ~ Beta(0.7, 0.7), costs log-normal
 around 400 tokens, budget half of the full cost, pi_min = 0.08. For each G the script prints
-the wall time of one batched ``allocate`` call (best of several) and of the per-problem
-``reference_slsqp`` loop, their ratio, convergence counts (ours: KKT residual <= 1e-8;
+the CPU time of one batched ``allocate`` call and of the per-problem ``reference_slsqp`` loop
+(medians over ``--repeats`` rounds, the two sides alternating within each round, so a change
+of the machine's load reaches both), their ratio, convergence counts (ours: KKT residual <= 1e-8;
 SLSQP: its success flag, and how many of its points also reach KKT <= 1e-8), the largest
 relative objective gap ``(ours - slsqp) / slsqp`` over problems where SLSQP's point is
 budget-feasible, and the effect of warm-starting from a perturbed previous solution.
 
-Run:  .venv/bin/python benchmarks/bench_allocation.py [--slsqp-cap-64 32]
+BLAS runs on one thread (``--blas-threads 1``, the default, through threadpoolctl): SLSQP
+calls LAPACK on small matrices, and an OpenBLAS pool's spinning threads add CPU time that
+depends on the machine's load (at G = 32 on a busy 2-core machine, 2-10 s per batch instead
+of 0.17 s), which would inflate the ratio. ``--blas-threads 0`` keeps the libraries' default.
+
+Run:  .venv/bin/python benchmarks/bench_allocation.py [--slsqp-cap-64 32] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import argparse
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from pairht.allocation import (
     allocate,
@@ -33,15 +40,22 @@ def problems(B: int, G: int, rng: np.random.Generator):
     return p, c, 0.5 * c.sum(axis=1)
 
 
-def best_time(fn, repeats: int) -> float:
-    """Best CPU time (process_time) of ``repeats`` calls: the machine may be shared, and CPU
-    time is far less sensitive to other processes than wall time."""
-    out = []
+def cpu_time(fn) -> float:
+    """CPU time (process_time) of one call: the machine may be shared, and CPU time is far
+    less sensitive to other processes than wall time."""
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
+
+
+def interleaved_medians(fns, repeats: int) -> list[float]:
+    """Median CPU time of each function over ``repeats`` rounds, each round calling every
+    function once in turn (so both sides of a ratio see the same load)."""
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
-        t0 = time.process_time()
-        fn()
-        out.append(time.process_time() - t0)
-    return min(out)
+        for out, fn in zip(times, fns):
+            out.append(cpu_time(fn))
+    return [float(np.median(t)) for t in times]
 
 
 def feasible(pi, c, budget, pi_min):
@@ -58,7 +72,19 @@ def main() -> None:
     ap.add_argument("--slsqp-cap-64", type=int, default=32,
                     help="problems given to SLSQP at G = 64 (it takes seconds each)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="interleaved rounds (ours, SLSQP) per G; medians are reported")
+    ap.add_argument("--blas-threads", type=int, default=1,
+                    help="BLAS threads for both sides (0: the libraries' default)")
     args = ap.parse_args()
+    if args.blas_threads > 0:
+        with threadpool_limits(limits=args.blas_threads, user_api="blas"):
+            run(args)
+    else:
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(args.seed)
     allocate(*problems(2, 4, rng))  # compile the numba kernel outside the timings
     print(f"{'G':>3} {'ours ms':>9} {'slsqp ms':>10} {'n_slsqp':>7} {'ratio':>8} "
@@ -68,11 +94,13 @@ def main() -> None:
     for G in (8, 16, 32, 64):
         p, c, budget = problems(args.batch, G, rng)
         res = allocate(p, c, budget)
-        t_ours = best_time(lambda p=p, c=c, budget=budget: allocate(p, c, budget), 5)
         ns = args.batch if G < 64 else min(args.batch, args.slsqp_cap_64)
-        t0 = time.process_time()
         ref = reference_slsqp(p[:ns], c[:ns], budget[:ns], fallback=False)
-        t_ref = time.process_time() - t0
+        t_ours, t_ref = interleaved_medians(
+            [lambda p=p, c=c, budget=budget: allocate(p, c, budget),
+             lambda p=p, c=c, budget=budget, ns=ns: reference_slsqp(
+                 p[:ns], c[:ns], budget[:ns], fallback=False)],
+            args.repeats if G < 64 else 1)
         t0 = time.process_time()
         ref_abs = reference_slsqp(p[:ns], c[:ns], budget[:ns], fallback=False,
                                   relative_ftol=False)
@@ -89,8 +117,8 @@ def main() -> None:
         # Warm start: previous step's probabilities, perturbed by 5% multiplicative noise.
         prev = np.clip(res.pi * np.exp(rng.normal(0.0, 0.05, res.pi.shape)), 0.0, 1.0)
         warm = allocate(p, c, budget, warm_start=prev)
-        t_warm = best_time(lambda p=p, c=c, budget=budget, prev=prev: allocate(
-            p, c, budget, warm_start=prev), 5)
+        t_warm = interleaved_medians([lambda p=p, c=c, budget=budget, prev=prev: allocate(
+            p, c, budget, warm_start=prev)], args.repeats)[0]
         print(f"{G:>3} {1e3 * t_ours:>9.2f} {1e3 * t_ref_batch:>10.1f} {ns:>7d} "
               f"{t_ref_batch / t_ours:>8.1f} {int(res.converged.sum()):>5d}/{args.batch:<3d} "
               f"{int(ref.converged.sum()):>4d}/{ns:<3d} {int((ref.kkt_residual <= 1e-8).sum()):>5d}"
@@ -99,8 +127,10 @@ def main() -> None:
               f"{1e3 * t_abs:>9.1f} {int(ref_abs.converged.sum()):>4d}/{ns:<3d} "
               f"{t_abs / t_ours:>8.1f}")
         assert warm.converged.all()
-    print("times are CPU ms (best of 5 for ours); ratio = SLSQP CPU time per batch "
-          "(extrapolated from n_slsqp problems when capped) / ours;\n"
+    print(f"times are CPU ms, medians of {args.repeats} interleaved rounds (one round for "
+          f"G = 64 and for abs ms), BLAS threads: {args.blas_threads or 'default'};\n"
+          "ratio = SLSQP CPU time per batch (extrapolated from n_slsqp problems when capped) / "
+          "ours;\n"
           "max gap = max (ours - slsqp)/slsqp over SLSQP-successful problems, SLSQP's point "
           "first shrunk onto the budget (negative: ours is lower);\n"
           "raw gap = the same with SLSQP's own (slightly over-budget) objective;\n"

@@ -17,11 +17,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+_FAST = {"reassoc", "contract"}
 
-@njit(cache=True, error_model="numpy")
+
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _chol(M):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """In-place Cholesky ``M = L L^T`` reading and writing the lower triangle only.
 
+    The diagonal receives ``1 / L_jj`` rather than ``L_jj``: :func:`_chol_solve` then
+    multiplies instead of dividing on its serial chain (a division costs several times a
+    multiply's latency, and the solves run three to four times per factorisation).
     Returns False on a non-positive pivot (``M`` is positive definite in exact arithmetic:
     the Hessian of the convex ``f`` plus the positive barrier diagonal).
     """
@@ -32,9 +37,8 @@ def _chol(M):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
             s -= M[j, k] * M[j, k]
         if not s > 0.0:  # also catches NaN
             return False
-        d = np.sqrt(s)
-        M[j, j] = d
-        inv = 1.0 / d
+        inv = 1.0 / np.sqrt(s)
+        M[j, j] = inv
         for i in range(j + 1, n):
             s = M[i, j]
             for k in range(j):
@@ -43,23 +47,27 @@ def _chol(M):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     return True
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _chol_solve(L, x):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
-    """Solve ``L L^T z = x`` in place."""
+    """Solve ``L L^T z = x`` in place (``L`` from :func:`_chol`: inverse diagonal).
+
+    The backward pass runs by rows of ``L`` (an update of the remaining entries per solved
+    one) so it reads ``L`` contiguously, as the forward pass does.
+    """
     n = L.shape[0]
     for i in range(n):
         s = x[i]
         for k in range(i):
             s -= L[i, k] * x[k]
-        x[i] = s / L[i, i]
+        x[i] = s * L[i, i]
     for i in range(n - 1, -1, -1):
-        s = x[i]
-        for k in range(i + 1, n):
-            s -= L[k, i] * x[k]
-        x[i] = s / L[i, i]
+        xi = x[i] * L[i, i]
+        x[i] = xi
+        for k in range(i):
+            x[k] -= L[i, k] * xi
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _step(sl, su, sc, zl, zu, zc, cs, cp, alpha, ff, L, xc, xe, s11, s12, s22, rd, rp, tl, tu,
           tc, has_eq, dy, dzl, dzu):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Newton step for complementarity targets ``tl, tu, tc``; returns ``dzc, dnu, c.dy``.
@@ -112,7 +120,7 @@ def _step(sl, su, sc, zl, zu, zc, cs, cp, alpha, ff, L, xc, xe, s11, s12, s22, r
     return dzc, dnu - alpha * dzc, cdy
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _max_step(sl, su, sc, zl, zu, zc, dy, dzl, dzu, dzc, cdy, ff):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Largest alpha in (0, 1] keeping every slack and dual positive."""
     al = 1.0
@@ -133,7 +141,7 @@ def _max_step(sl, su, sc, zl, zu, zc, dy, dzl, dzu, dzc, cdy, ff):  # type: igno
     return al
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _merit_change(A, b, y, sl, su, sc, ff, t, al, dy, cdy, ut, f0):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Change of the barrier merit ``f(y) - t sum log(slacks)`` along ``al * dy``.
 
@@ -172,12 +180,19 @@ def _merit_change(A, b, y, sl, su, sc, ff, t, al, dy, cdy, ut, f0):  # type: ign
     return (val - f0) - t * logs
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
 def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
-    """Solve every problem; returns ``y (m, G)``, ``zc (m,)``, ``nu (m,)``, ``iters``, ``done``.
+    """Solve every problem; returns ``y (m, G)``, ``zc (m,)``, ``nu (m,)``, ``iters``, ``done``,
+    ``amax (m,)``, ``s2 (m,)``.
 
-    ``fixed[k, i]`` holds vertex ``i`` of problem ``k`` at ``y0[k, i]``. A zero cost row ``cs[k]``
-    drops the budget (its multiplier then tends to 0).
+    ``a, b`` are the raw proxy and vertex term; each problem is solved with
+    ``A = s2 a / amax`` and ``B = s2 b / amax`` (``amax = max a``,
+    ``s2 = 1 / (sum_ij a_ij / 2 + sum_i b_i) * amax``, so ``f(1) = 1``; two steps so that
+    subnormal proxies do not overflow ``1/f(1)``), scaled here in the problem's own scratch
+    rather than as whole-batch array passes by the caller. ``zc`` and ``nu`` are in those
+    units (multiply by ``amax / s2`` for the proxy's). ``fixed[k, i]`` holds vertex ``i`` of
+    problem ``k`` at ``y0[k, i]``. A zero cost row ``cs[k]`` drops the budget (its multiplier
+    then tends to 0).
     """
     m, G = cs.shape
     y_out = np.empty((m, G))
@@ -185,6 +200,10 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
     nu_out = np.zeros(m)
     it_out = np.zeros(m, dtype=np.int64)
     done = np.zeros(m, dtype=np.bool_)
+    amax_out = np.empty(m)
+    s2_out = np.empty(m)
+    A = np.empty((G, G))
+    bk = np.empty(G)
     K = np.empty((G, G))
     xc = np.empty(G)
     xe = np.empty(G)
@@ -207,8 +226,25 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
     tu = np.empty(G)
     ut = np.empty(G)
     for k in range(m):
-        A = a[k]
-        bk = b[k]
+        ak = a[k]
+        amax = 0.0
+        for i in range(G):
+            for j in range(G):
+                amax = max(amax, ak[i, j])
+        tot = 0.0
+        for i in range(G):
+            bk[i] = b[k, i] / amax
+            tot += bk[i]
+            for j in range(G):
+                A[i, j] = ak[i, j] / amax
+                tot += 0.5 * A[i, j]
+        s2 = 1.0 / tot
+        for i in range(G):
+            bk[i] *= s2
+            for j in range(G):
+                A[i, j] *= s2
+        amax_out[k] = amax
+        s2_out[k] = s2
         c = cs[k]
         nf = 0.0
         for i in range(G):
@@ -220,10 +256,12 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
         # Gradient scale at the start sets the initial barrier parameter.
         gam0 = 0.0
         for i in range(G):
+            u[i] = 1.0 / y[i]
+        for i in range(G):
             s = bk[i]
             for j in range(G):
-                s += A[i, j] / y[j]
-            gi = s / (y[i] * y[i])
+                s += A[i, j] * u[j]
+            gi = s * u[i] * u[i]
             if ff[i] > 0 and gi > gam0:
                 gam0 = gi
         mu0 = mu_scale * max(gam0, 1e-300)
@@ -392,4 +430,4 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
         nu_out[k] = nu
         it_out[k] = it
         done[k] = ok
-    return y_out, zc_out, nu_out, it_out, done
+    return y_out, zc_out, nu_out, it_out, done, amax_out, s2_out

@@ -215,7 +215,9 @@ def covariance_term(a: ArrayLike) -> np.ndarray:
 def shared_vertex_term(a: np.ndarray) -> np.ndarray:
     """:func:`covariance_term` without validation, for a float ``(..., G, G)`` proxy with zero
     diagonal that this module built."""
-    s = np.sqrt(a)
-    tot = s.sum(axis=-1)
+    # Row sums as products with a ones vector: numpy's reduction over short rows costs
+    # several times a matrix-vector product on the (..., G, G) tables of a batch.
+    one = np.ones(a.shape[-1])
+    tot = np.sqrt(a) @ one
     # (sum sqrt a)^2 >= sum a exactly; rounding can leave -1e-17 when a row has one edge.
-    return np.maximum(tot * tot - a.sum(axis=-1), 0.0)
+    return np.maximum(tot * tot - a @ one, 0.0)

@@ -756,7 +756,7 @@ def _solve_flat(
     iters = np.zeros(m, dtype=np.int64)
     status = np.full(m, "optimal", dtype=object)
     todo = np.ones(m, dtype=bool)
-    isolated = ~np.any(a > 0, axis=2)
+    isolated = (a @ np.ones(G)) == 0.0  # a >= 0: a zero row sum is a row without edges
     degenerate = isolated.all(axis=1)
     # Interior-point set-up per problem: cost row (scaled budget 1; zero = budget dropped),
     # the budget scale that row was divided by (0: dropped), fixed vertices and the start.
@@ -833,15 +833,8 @@ def _solve_flat(
     if idx.size:
         every = idx.size == m  # the common case: no fancy-index copies
         A_, B_ = (a, b) if every else (a[idx], b[idx])
-        # Normalise f(1) = 1, in two steps so subnormal proxies do not overflow 1/f(1).
-        amax = A_.max(axis=(1, 2))
-        A_ = A_ / amax[:, None, None]
-        B_ = B_ / amax[:, None]
-        s2 = 1.0 / (0.5 * A_.sum(axis=(1, 2)) + B_.sum(axis=1))
-        A_ *= s2[:, None, None]
-        B_ *= s2[:, None]
         R_ = row[idx]
-        y, zc, nu_s, it, _ = ipm_batch(
+        y, zc, nu_s, it, _, amax, s2 = ipm_batch(
             np.ascontiguousarray(A_), np.ascontiguousarray(B_), np.ascontiguousarray(R_),
             lo, np.zeros(idx.size) if nf is None else nf[idx], n is not None,
             np.ascontiguousarray(fixed[idx]), np.ascontiguousarray(y0[idx]),
@@ -856,28 +849,30 @@ def _solve_flat(
         if n is not None:
             nu[idx] = nu_s * amax / s2
         iters[idx] = it
-    g = _gradient(pi, a, b)
-    # Multipliers of the closed forms (every bound sign-correct, complementarity exact).
-    if n is None:
-        fl = status == "floor"
-        lam[fl] = np.maximum(np.max(-g[fl] / c[fl], axis=1), 0.0)
-    else:
-        fu = status == "full"
-        nu[fu] = -np.max(g[fu], axis=1)
-        fl = status == "floor"
-        nu[fl] = np.max(-g[fl], axis=1)
-        tight = status == "min_cost"
-        if tight.any():
-            assert face_t is not None and face_tied is not None
-            tied = face_tied & tight[:, None]
-            cnt = tied.sum(axis=1)
-            single = tight & (iters == 0)
-            # a single tied unit strictly inside: its stationarity fixes nu
-            gsum = np.where(tied, g, 0.0).sum(axis=1)
-            nu[single] = np.where(cnt[single] > 0, -gsum[single] / np.maximum(cnt[single], 1),
-                                  0.0)
-            lam[tight] = _face_multipliers(g[tight], c[tight], face_t[tight], tied[tight],
-                                           nu[tight])
+    # Multipliers of the closed forms (every bound sign-correct, complementarity exact);
+    # a batch solved entirely by the interior point (the common case) has none.
+    if idx.size < m or bool(np.any(status == "min_cost")):
+        g = _gradient(pi, a, b)
+        if n is None:
+            fl = status == "floor"
+            lam[fl] = np.maximum(np.max(-g[fl] / c[fl], axis=1), 0.0)
+        else:
+            fu = status == "full"
+            nu[fu] = -np.max(g[fu], axis=1)
+            fl = status == "floor"
+            nu[fl] = np.max(-g[fl], axis=1)
+            tight = status == "min_cost"
+            if tight.any():
+                assert face_t is not None and face_tied is not None
+                tied = face_tied & tight[:, None]
+                cnt = tied.sum(axis=1)
+                single = tight & (iters == 0)
+                # a single tied unit strictly inside: its stationarity fixes nu
+                gsum = np.where(tied, g, 0.0).sum(axis=1)
+                nu[single] = np.where(cnt[single] > 0, -gsum[single] / np.maximum(cnt[single], 1),
+                                      0.0)
+                lam[tight] = _face_multipliers(g[tight], c[tight], face_t[tight], tied[tight],
+                                               nu[tight])
     room = None
     c_res = c
     if nf is not None:
