@@ -89,3 +89,11 @@ def test_one_top_level_package_shipped_with_a_py_typed_marker():
     # ... each holds the PEP 561 marker, and package data carries it into the wheel
     assert not [name for name, d in dirs.items() if not (d / "py.typed").is_file()]
     assert "py.typed" in cfg["package-data"]["*"]
+
+
+def test_test_file_basenames_are_unique():
+    # tests/ has no __init__.py (pytest's default "prepend" import mode): two test files with
+    # one basename in different folders make collection of the whole suite fail.
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert len(names) > 100
+    assert not sorted({n for n in names if names.count(n) > 1})
