@@ -55,22 +55,47 @@ def test_default_row_selects_the_cross_fitted_choice_at_its_confidence(pop):
     np.testing.assert_array_equal(row.per_prompt["mse_exact"], chosen)
 
 
-def test_choose_option_is_argmin_then_confidence_brute_force():
+@pytest.mark.parametrize("margin", [1.0, 0.85])
+def test_choose_option_is_argmin_then_confidence_brute_force(margin):
     rng = np.random.default_rng(1)
-    for _ in range(20):
-        seen = rng.gamma(2.0, size=(3, 15))
+    kept = 0
+    for _ in range(40):
+        seen = rng.gamma(2.0, size=(3, 15)) * np.array([[1.0], [0.7], [0.8]])
         best = int(np.argmin(seen.mean(axis=1)))
         assert choose_option(seen, None, 10, rng) == best
-        got = choose_option(seen, 0.8, 300, np.random.default_rng(5))
-        if best == 0:
+        got = choose_option(seen, 0.8, 300, np.random.default_rng(5), max_ratio=margin)
+        means = seen.mean(axis=1)
+        if best == 0 or means[best] > margin * means[0]:
             assert got == 0
         else:
-            # the bootstrap of the same resamples, by hand
+            # the bootstrap of the same resamples, by hand: the corrected level's quantile of
+            # the ratio must be below 1 and at most the margin
             gen = np.random.default_rng(5)
             take = gen.integers(15, size=(300, 15))
             ratio = seen[best][take].mean(axis=1) / seen[0][take].mean(axis=1)
-            level = 1 - (1 - 0.8) / 2
-            assert got == (best if np.quantile(ratio, level) < 1 else 0)
+            q = np.quantile(ratio, 1 - (1 - 0.8) / 2)
+            assert got == (best if q < 1 and q <= margin else 0)
+            kept += got == best
+    assert kept > 0  # the draws reach the branch that keeps a challenger
+
+
+def test_the_confidence_is_asked_of_the_margin_not_of_any_gain():
+    """Seen ratio 0.715 (a 28% gain on the mean), 0.14 of it carried by one prompt: the
+    bootstrap puts the ratio past the margin too often, so the default keeps GRPO, while
+    asking only for a confident gain of any size would leave it (the resample's ratio is
+    0.575 + 0.14 k, k ~ Binomial(40, 1/40) the times that prompt is drawn)."""
+    grpo = np.ones(40)
+    option = np.full(40, 0.575)
+    option[0] += 0.14 * 40
+    seen = np.stack([grpo, option])
+    assert np.isclose(seen[1].mean() / seen[0].mean(), 0.715)
+    take = np.random.default_rng(0).integers(40, size=(N_BOOT, 40))
+    q = np.quantile(option[take].mean(axis=1) / grpo[take].mean(axis=1), DEFAULT_CONFIDENCE)
+    assert DEFAULT_MAX_RATIO < q < 1.0  # confident of a gain, not of the margin
+    assert choose_option(seen, DEFAULT_CONFIDENCE, N_BOOT, np.random.default_rng(0),
+                         max_ratio=DEFAULT_MAX_RATIO) == 0
+    assert choose_option(seen, DEFAULT_CONFIDENCE, N_BOOT, np.random.default_rng(0),
+                         max_ratio=1.0) == 1
 
 
 def test_the_margin_keeps_the_first_option_unless_the_gain_reaches_it():

@@ -99,8 +99,8 @@ def width_advice(population: Population | Sequence[Population], budget_ratio: fl
     audits so far); takes the prefix rule with the lower mean exact MSE and reports its ratio
     to GRPO with a bootstrap interval over prompts. The verdict is
     :func:`pairht.audit.width.choose_option` over ``("grpo_small", *options)`` at
-    ``confidence`` and ``max_ratio`` (a prefix rule only when confidently better than GRPO,
-    by the margin): ``pair_width``'s rule with the defaults, PAIR's default
+    ``confidence`` and ``max_ratio`` (a prefix rule only when its ratio to GRPO is
+    confidently at most the margin): ``pair_width``'s rule with the defaults, PAIR's default
     (``width="auto"``) with :data:`~pairht.audit.width.DEFAULT_OPTIONS`,
     :data:`~pairht.audit.width.DEFAULT_CONFIDENCE` and
     :data:`~pairht.audit.width.DEFAULT_MAX_RATIO`. A population from the live policy (the
