@@ -7,8 +7,7 @@ package stays cheap (numba compiles nothing until a hot loop is called).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from pairht._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -39,14 +38,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pairht' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, also=["__version__"])

@@ -21,10 +21,8 @@ core. Depends on torch and transformers, never on TRL. Names are loaded on first
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from pairht._extras import require
+from pairht._lazy import lazy_exports
 
 require("pairht.rollout", "trl", "torch", "transformers")
 
@@ -45,14 +43,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pairht.rollout' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -5,8 +5,7 @@ Requires ``hypothesis`` (the ``dev`` extra) for the strategies.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from pairht._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "inclusion_probabilities": "pairht.testing.strategies",
@@ -18,8 +17,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pairht.testing' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

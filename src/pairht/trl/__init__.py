@@ -7,10 +7,8 @@ rules never imports more than it needs.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from pairht._extras import require
+from pairht._lazy import lazy_exports
 
 require("pairht.trl", "trl", "torch", "transformers", "trl")
 
@@ -26,14 +24,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pairht.trl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -15,9 +15,7 @@ says how to install vLLM when it is missing. Supported range: :data:`SUPPORTED_V
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from pairht._lazy import lazy_exports
 from pairht.vllm._guard import SUPPORTED_VLLM
 
 _EXPORTS: dict[str, str] = {
@@ -30,14 +28,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["SUPPORTED_VLLM", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pairht.vllm' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, also=["SUPPORTED_VLLM"])

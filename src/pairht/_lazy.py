@@ -1,0 +1,49 @@
+"""Names a package exports but imports only on first use (PEP 562 module ``__getattr__``).
+
+Why: ``import pairht`` must not import scipy-heavy or torch-heavy submodules that a caller
+may never touch, and an integration package (``pairht.trl``) must not import TRL until one of
+its names is used. Each package states ``name -> defining module`` once and gets its module
+``__getattr__`` and ``__dir__`` here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+
+def lazy_exports(package: str, exports: Mapping[str, str], also: Sequence[str] = (),
+                 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for ``package``, loading ``exports[name]`` on first use.
+
+    A loaded name is stored in the package's namespace, so the next lookup is a plain
+    attribute read. ``also`` are names the package defines itself (listed by ``__dir__``).
+
+    Examples
+    --------
+    >>> import types, sys
+    >>> pkg = types.ModuleType("lazy_doc_example"); sys.modules[pkg.__name__] = pkg
+    >>> pkg.__getattr__, pkg.__dir__ = lazy_exports(pkg.__name__, {"sqrt": "math"})
+    >>> pkg.sqrt(4.0), "sqrt" in vars(pkg)
+    (2.0, True)
+    >>> pkg.cbrt
+    Traceback (most recent call last):
+    ...
+    AttributeError: module 'lazy_doc_example' has no attribute 'cbrt'
+    """
+    names = sorted({*also, *exports})
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return list(names)
+
+    return __getattr__, __dir__
