@@ -136,17 +136,17 @@ check-latest:
 	$(LATEST)/bin/python -m pytest -q -p no:cacheprovider --timeout=900 -m "not slow" $(CORE_TESTS)
 
 # The sdist and the wheel, into dist/, with twine's check of their metadata (the PyPI README
-# rendering included) and of what the wheel must carry: the license text and every package's
-# py.typed marker. `make test` runs it, so a packaging mistake fails CI.
+# rendering included) and of what the wheel must carry: the license text, the py.typed marker
+# (one top-level package: it covers the subpackages) and every integration subpackage. `make test` runs it, so a packaging mistake fails CI.
 dist: $(STAMP)
 	rm -rf dist
 	$(PY) -m build --outdir dist .
 	$(VENV)/bin/twine check --strict dist/*
 	$(PY) -c "import glob, sys, zipfile; (whl,) = glob.glob('dist/*.whl'); \
 		names = zipfile.ZipFile(whl).namelist(); \
-		pkgs = ('pairht', 'pairht.trl', 'pairht.vllm', 'pairht.rollout', 'pairht.verifiers', \
-		        'pairht.demo', 'pairht.verl'); \
-		missing = [p + '/py.typed' for p in pkgs if p + '/py.typed' not in names]; \
+		subs = ('torch', 'trl', 'vllm', 'rollout', 'verifiers', 'demo', 'verl'); \
+		need = ['pairht/py.typed'] + [f'pairht/{s}/__init__.py' for s in subs]; \
+		missing = [n for n in need if n not in names]; \
 		missing += [] if any(n.endswith('.dist-info/licenses/LICENSE') for n in names) \
 			else ['*.dist-info/licenses/LICENSE']; \
 		sys.exit(whl + ' lacks ' + ', '.join(missing) if missing else 0)"
