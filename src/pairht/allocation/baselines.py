@@ -73,6 +73,50 @@ def fill_to_budget(w: np.ndarray, c: np.ndarray, budget: np.ndarray,
     lo = np.broadcast_to(np.asarray(floor, dtype=np.float64), (m, G))
     budget = np.minimum(budget, c.sum(axis=1))
     pos = w > 0
+    # The scale t: every breakpoint's cost at once is O(m G^2) memory, fine for the step's
+    # groups; one prompt-level problem over a whole batch (G in the tens of thousands) takes
+    # the O(G log G) sorted route instead. Both find the same exact t.
+    if m * G * G <= _DENSE_ENTRIES:
+        t = _scale_dense(w, c, budget, lo, pos)
+    else:
+        t = np.array([_scale_sorted(w[i], c[i], float(budget[i]), lo[i], pos[i])
+                      for i in range(m)])
+    pi = np.where(pos, np.clip(t[:, None] * w, lo, 1.0), lo)
+    # Remainder (only when every positive-weight unit is at 1): over the zero-weight units.
+    rest = budget - np.einsum("mg,mg->m", c, pi)
+    zero_c = np.sum(np.where(pos, 0.0, c), axis=1)
+    # A positive remainder beyond rounding means the positive-weight units are saturated.
+    need = (rest > 1e-13 * budget) & (zero_c > 0)
+    for r in np.flatnonzero(need):
+        z = ~pos[r]
+        pi[r, z] = _lift(lo[r, z], c[r, z], float(rest[r]))
+    return pi
+
+
+def _lift(lo: np.ndarray, c: np.ndarray, extra: float) -> np.ndarray:
+    """``min(1, lo_i + s)`` at the one common lift ``s`` that spends ``extra`` more:
+    ``sum_i c_i min(1 - lo_i, s) = extra`` (units capped at 1 pass the rest to the others)."""
+    caps = 1.0 - lo
+    order = np.argsort(caps, kind="stable")
+    caps_s, c_s = caps[order], c[order]
+    before = np.concatenate([[0.0], np.cumsum(c_s * caps_s)])[:-1]  # units already capped
+    tail = np.cumsum(c_s[::-1])[::-1]  # cost of the units still lifting
+    g = before + caps_s * tail  # spend when the lift reaches each cap
+    k = int(np.searchsorted(g, extra, side="left"))
+    if k >= caps_s.size:
+        return np.ones_like(lo)
+    s = (extra - before[k]) / tail[k] if tail[k] > 0 else caps_s[k]
+    return np.minimum(1.0, lo + s)
+
+
+#: Above this many ``m G^2`` entries :func:`fill_to_budget` takes the sorted route per problem.
+_DENSE_ENTRIES = 4_000_000
+
+
+def _scale_dense(w: np.ndarray, c: np.ndarray, budget: np.ndarray, lo: np.ndarray,
+                 pos: np.ndarray) -> np.ndarray:
+    """The water level ``t`` of every problem, from the cost at every breakpoint at once."""
+    m, G = c.shape
     with np.errstate(divide="ignore", invalid="ignore"):
         bps = np.concatenate([np.where(pos, lo / w, np.inf), np.where(pos, 1.0 / w, np.inf)],
                              axis=1)
@@ -96,16 +140,46 @@ def fill_to_budget(w: np.ndarray, c: np.ndarray, budget: np.ndarray,
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(slope > 0, tk + (budget - ck) / slope, tk)
     t = np.where(below, 0.0, t)
-    pi = np.where(pos, np.clip(t[:, None] * w, lo, 1.0), lo)
-    # Remainder (only when every positive-weight unit is at 1): over the zero-weight units.
-    rest = budget - np.einsum("mg,mg->m", c, pi)
-    zero_c = np.sum(np.where(pos, 0.0, c), axis=1)
-    # A positive remainder beyond rounding means the positive-weight units are saturated.
-    need = (rest > 1e-13 * budget) & (zero_c > 0)
-    if need.any():
-        lvl = np.minimum(1.0, lo[need] + (rest[need] / zero_c[need])[:, None])
-        pi[need] = np.where(pos[need], pi[need], lvl)
-    return pi
+    return np.asarray(t)
+
+
+def _scale_sorted(w: np.ndarray, c: np.ndarray, budget: float, lo: np.ndarray,
+                  pos: np.ndarray) -> float:
+    """The water level ``t`` of one problem in O(G log G): the cost
+    ``f(t) = sum_i c_i clip(t w_i, lo_i, 1)`` at the sorted breakpoints from cumulative sums,
+    ``f(t) = sum_{a_i > t} c_i lo_i + t sum_{a_i <= t < b_i} c_i w_i + sum_{b_i <= t} c_i``
+    with ``a_i = lo_i / w_i``, ``b_i = 1 / w_i`` (zero-weight units sit at their floor)."""
+    wp, cp, lp = w[pos], c[pos], lo[pos]
+    a, b = lp / wp, 1.0 / wp
+    oa, ob = np.argsort(a, kind="stable"), np.argsort(b, kind="stable")
+    a_s, b_s = a[oa], b[ob]
+    clo_a = np.concatenate([[0.0], np.cumsum((cp * lp)[oa])])
+    cw_a = np.concatenate([[0.0], np.cumsum((cp * wp)[oa])])
+    cw_b = np.concatenate([[0.0], np.cumsum((cp * wp)[ob])])
+    c_b = np.concatenate([[0.0], np.cumsum(cp[ob])])
+    fixed = float(np.sum(np.where(pos, 0.0, c * lo)))
+    bps = np.sort(np.concatenate([a, b]))
+    if bps.size == 0:
+        return 0.0
+    na = np.searchsorted(a_s, bps, side="right")  # units with a_i <= t
+    nb = np.searchsorted(b_s, bps, side="right")  # units with b_i <= t
+    cost = fixed + (clo_a[-1] - clo_a[na]) + bps * (cw_a[na] - cw_b[nb]) + c_b[nb]
+    if budget < cost[0]:
+        return 0.0
+    k = int(np.sum(cost <= budget)) - 1
+    slope = float(cw_a[na[k]] - cw_b[nb[k]])  # on (t_k, t_k+1): linear units
+    t = float(bps[k]) if slope <= 0.0 or k == bps.size - 1 else \
+        float(bps[k] + (budget - cost[k]) / slope)
+    # The cumulative sums subtract large partial sums; two Newton steps on the direct O(G)
+    # cost (exact on a linear segment) bring t to the dense route's rounding.
+    for _ in range(2):
+        lin = (t * wp > lp) & (t * wp < 1.0)
+        d_slope = float(np.sum(cp[lin] * wp[lin]))
+        if d_slope <= 0.0:
+            break
+        direct = fixed + float(np.sum(cp * np.clip(t * wp, lp, 1.0)))
+        t += (budget - direct) / d_slope
+    return t
 
 
 def uniform_allocation(c_hat: ArrayLike, budget: ArrayLike, pi_min: float = 0.08) -> np.ndarray:
