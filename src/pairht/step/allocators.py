@@ -38,9 +38,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from pairht._validation import check_pi_min
-from pairht.allocation.solver import uniform_share
+from pairht.allocation.inputs import StepInputs
 from pairht.registry import Registry
-from pairht.step.inputs import StepInputs
 
 
 @runtime_checkable
@@ -186,8 +185,9 @@ def expected_cost(inputs: StepInputs, pi: np.ndarray) -> np.ndarray:
 
 
 def uniform_pi(inputs: StepInputs) -> np.ndarray:
-    """``min(1, budget / sum_u c_u)`` on unfinished candidates, 1 on finished ones."""
-    return np.where(inputs.finished, 1.0, uniform_share(inputs.budget, inputs.full_cost)[:, None])
+    """``min(1, budget / sum_u c_u)`` (``inputs.share``) on unfinished candidates, 1 on
+    finished ones."""
+    return np.where(inputs.finished, 1.0, inputs.share[:, None])
 
 
 #: Options ``plan_continuations`` passes to every allocator; a rule that does not use one
@@ -568,7 +568,7 @@ class PairBatchAllocator:
         budgets, move = robust_split(
             lambda lv: _program_curves(read, lv, lo, proxy, covariance_term, solver),
             base, target, kappa=kappa, steps=line_steps)
-        share = dataclasses.replace(inputs, budget=np.maximum(budgets, floor))
+        share = inputs.with_budget(np.maximum(budgets, floor))
         pi, info = PairAllocator().pi(share, pi_min=lo, proxy=proxy,
                                       covariance_term=covariance_term, size=size,
                                       warm_start=warm_start, **solver)
