@@ -96,7 +96,8 @@ def test_draw_subsets_keeps_its_random_stream():
     ([1, 1], [[1, 1, 0]], ValueError, r"n must be an int array of shape \(m,\) = \(1,\)"),
     ([1.5], [[1, 1, 0]], ValueError, r"n must be an int array of shape \(m,\)"),
     ([1], [1, 1, 0], ValueError, r"eligible must have shape \(m, N\); got shape \(3,\)"),
-    ([1], [[0.5, 1, 0]], TypeError, r"eligible must be a bool \(m, N\) array"),
+    ([1], [[0.5, 1, 0]], TypeError, r"eligible must be a bool array \(the units each row may "
+                                    r"draw\); got dtype float64"),
 ])
 def test_bad_input_names_the_argument_and_the_rule(n, eligible, exc, match):
     with pytest.raises(exc, match=match):

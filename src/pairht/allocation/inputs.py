@@ -20,7 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import as_real_array, check_finite, check_probabilities
+from pairht._validation import (
+    as_bool_array,
+    as_real_array,
+    check_finite,
+    check_probabilities,
+)
 
 
 @dataclass(frozen=True)
@@ -202,12 +207,7 @@ def _budget_forms(budget: ArrayLike | None, ratio: ArrayLike | None, full: np.nd
 
 
 def _as_bool(name: str, x: ArrayLike, shape: tuple[int, ...]) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.dtype != np.bool_:
-        if arr.dtype.kind not in "iuf" or not np.all(np.isin(arr, (0, 1))):
-            raise TypeError(f"{name} must be a bool array (True where the prefix ended); got "
-                            f"dtype {arr.dtype}")
-        arr = arr.astype(bool)
+    arr = as_bool_array(name, x, "True where the prefix ended")
     if arr.shape != tuple(shape):
         raise ValueError(f"{name} must have the shape of p_hat {tuple(shape)}; got {arr.shape}")
     return arr

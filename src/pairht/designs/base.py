@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 
 from pairht._validation import (
     RNGLike,
+    as_bool_array,
     as_generator,
     check_int,
     check_probabilities,
@@ -311,12 +312,7 @@ def srswor_sample(n: ArrayLike, eligible: ArrayLike, rng: RNGLike = None) -> np.
     >>> mask.sum(axis=1).tolist(), bool(mask[0, 3])
     ([2, 0, 3], False)
     """
-    ok = np.asarray(eligible)
-    if ok.dtype != np.bool_:
-        if ok.dtype.kind not in "iu" or not np.all(np.isin(ok, (0, 1))):
-            raise TypeError(f"eligible must be a bool (m, N) array (the units a row may "
-                            f"draw); got dtype {ok.dtype}")
-        ok = ok.astype(bool)
+    ok = as_bool_array("eligible", eligible, "the units each row may draw")
     if ok.ndim != 2:
         raise ValueError(f"eligible must have shape (m, N); got shape {ok.shape}")
     size = np.asarray(n)

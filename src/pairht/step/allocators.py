@@ -39,6 +39,7 @@ import numpy as np
 
 from pairht._validation import check_pi_min
 from pairht.allocation.inputs import StepInputs
+from pairht.allocation.solver import check_floor_cost
 from pairht.registry import Registry
 
 
@@ -168,14 +169,7 @@ def check_solver_options(name: str, solver: dict[str, Any]) -> None:
 def check_floor(inputs: StepInputs, pi_min: float) -> float:
     r"""``pi_min`` checked, and every budget at least the floor's cost ``pi_min sum_u c_u``."""
     lo = check_pi_min(pi_min)
-    floor = lo * inputs.full_cost
-    bad = inputs.budget < floor * (1.0 - 1e-12)
-    if bad.any():
-        b = int(np.argmax(bad))
-        raise ValueError(
-            f"budget is infeasible: it must be at least the floor's cost pi_min * sum of the "
-            f"unfinished candidates' c_hat = {float(floor[b])!r} (pi_min = {lo}); got "
-            f"budget[{b}] = {float(inputs.budget[b])!r}")
+    check_floor_cost(inputs.budget, inputs.full_cost, lo, "sum of the unfinished candidates' c_hat")
     return lo
 
 
