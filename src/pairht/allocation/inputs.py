@@ -165,6 +165,15 @@ class StepInputs:
         return np.minimum(1.0, self.budget_ratio)
 
 
+def check_inputs(inputs: object) -> StepInputs:
+    """``inputs`` itself if it is a :class:`StepInputs` (validated when built), else a
+    ``TypeError`` naming what it is: every allocation rule reads this one type."""
+    if not isinstance(inputs, StepInputs):
+        raise TypeError(f"inputs must be a pairht.step.StepInputs (the arrays validated once, "
+                        f"with the budget in both forms); got {type(inputs).__name__}")
+    return inputs
+
+
 def _budget_forms(budget: ArrayLike | None, ratio: ArrayLike | None, full: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
     """``(budget, budget_ratio)``, each ``(B,)``: the one given kept, the other derived."""

@@ -29,15 +29,6 @@ from pairht.allocation.inputs import StepInputs
 from pairht.designs.base import srswor_inclusion, srswor_sample
 
 
-def check_inputs(inputs: object) -> StepInputs:
-    """``inputs`` itself if it is a :class:`~pairht.allocation.inputs.StepInputs` (validated
-    when built), else a ``TypeError`` naming what it is."""
-    if not isinstance(inputs, StepInputs):
-        raise TypeError(f"inputs must be a pairht.step.StepInputs (the arrays validated once, "
-                        f"with the budget in both forms); got {type(inputs).__name__}")
-    return inputs
-
-
 def read_history(inputs: StepInputs, B: int, *, required: bool = True
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
     """Return ``(successes, trials, features)`` from ``inputs.history`` (validated).

@@ -52,9 +52,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pairht._validation import RNGLike, as_generator, check_pairs_positive
-from pairht.allocation.inputs import StepInputs
+from pairht.allocation.inputs import StepInputs, check_inputs
 from pairht.comparators._inputs import (
-    check_inputs,
     prompt_joint,
     prompt_sample,
     read_history,
