@@ -526,8 +526,6 @@ class PairBatchAllocator:
            kappa: float | None = None, rate_prior: float | None = None,
            line_steps: int | None = None, warm_start: np.ndarray | None = None,
            **solver: Any) -> tuple[np.ndarray, dict[str, Any]]:
-        import dataclasses
-
         from pairht.comparators.joint import (
             KAPPA,
             LINE_STEPS,
