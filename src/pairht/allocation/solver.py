@@ -365,14 +365,20 @@ def validate_costs(
     lo = check_pi_min(pi_min)
     batch = c.shape[:-1]
     bud = broadcast_budget(budget, batch)
-    floor = lo * c.sum(axis=-1)
+    check_floor_cost(bud, c.sum(axis=-1), lo, f"sum({name})")
+    return c, bud, lo
+
+
+def check_floor_cost(bud: np.ndarray, full: np.ndarray, lo: float, cost: str) -> None:
+    """``ValueError`` unless every budget is at least the floor's cost ``lo * full`` (within
+    ``EDGE_RTOL``, Proposition 2's existence condition); ``cost`` names the summed costs."""
+    floor = lo * full
     bad = bud < floor * (1.0 - EDGE_RTOL)
     if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(np.atleast_1d(bad))[0])[: len(batch)]
+        idx = tuple(int(i) for i in np.argwhere(np.atleast_1d(bad))[0])[: np.ndim(bud)]
         raise ValueError(
-            f"budget is infeasible: it must be at least the floor's cost pi_min * sum({name}) = "
+            f"budget is infeasible: it must be at least the floor's cost pi_min * {cost} = "
             f"{float(floor[idx])!r} (pi_min = {lo}); got budget{list(idx)} = {float(bud[idx])!r}")
-    return c, bud, lo
 
 
 def check_warm_start(warm_start: ArrayLike | None, shape: tuple[int, ...]) -> np.ndarray | None:
