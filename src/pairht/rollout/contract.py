@@ -15,7 +15,8 @@ phases must reproduce (token for token under greedy decoding, in distribution wh
 
 Implementations: :class:`pairht.rollout.transformers_backend.TransformersTwoPhase` (KV-cache
 resumption on Hugging Face ``generate``) and :class:`pairht.vllm.VLLMTwoPhase` (vLLM's prefix
-cache). A new backend implements :class:`TwoPhaseBackend` and passes ``tests/rollout``.
+cache). A new backend implements :class:`TwoPhaseBackend` (its ``continue_selected`` starting
+with :func:`resume_rows`, as both do) and passes ``tests/rollout``.
 """
 
 from __future__ import annotations
