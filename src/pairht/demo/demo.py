@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from pairht.demo import toy
-from pairht.demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, get_task
+from pairht.demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, get_task, task_settings
 
 __all__ = [
     "EVAL_SAMPLES", "TASK_DEFAULTS", "ComparisonResult", "MethodResult", "eval_standard_error",
@@ -612,11 +612,8 @@ def run_comparison(
     defaults = TASK_DEFAULTS[task]
     if steps is None:
         steps = 12 if _short() else int(defaults["steps"])
-    tau = int(defaults["tau"]) if tau is None else tau
-    learning_rate = float(defaults["learning_rate"]) if learning_rate is None else learning_rate
-    warmup_steps = int(defaults["warmup_steps"]) if warmup_steps is None else warmup_steps
-    if prompts_per_step is None:
-        prompts_per_step = int(defaults["prompts_per_step"])
+    tau, learning_rate, warmup_steps, prompts_per_step = task_settings(
+        task, tau, learning_rate, warmup_steps, prompts_per_step)
     for name, v in (("steps", steps), ("num_generations", num_generations),
                     ("prompts_per_step", prompts_per_step), ("tau", tau),
                     ("warmup_steps", warmup_steps)):
