@@ -835,7 +835,8 @@ def _solve_flat(
         A_, B_ = (a, b) if every else (a[idx], b[idx])
         R_ = row[idx]
         y, zc, nu_s, it, _, amax, s2 = ipm_batch(
-            np.ascontiguousarray(A_), np.ascontiguousarray(B_), np.ascontiguousarray(R_),
+            np.ascontiguousarray(A_), np.ascontiguousarray(B_),
+            np.ascontiguousarray(p if every else p[idx]), np.ascontiguousarray(R_),
             lo, np.zeros(idx.size) if nf is None else nf[idx], n is not None,
             np.ascontiguousarray(fixed[idx]), np.ascontiguousarray(y0[idx]),
             0.1, 0.1 * tol, max_iter)
