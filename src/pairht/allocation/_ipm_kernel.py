@@ -232,9 +232,10 @@ def _merit_change(A, b, pk, sig, lowrank, y, isl, isu, sc, ff, t, al, dy, cdy, u
     """Change of the barrier merit ``f(y) - t sum log(slacks)`` along ``al * dy``.
 
     Returns ``f(y + al dy) - f0 - t sum log(1 + al ds / s)`` (inf outside the box). The log
-    terms are accumulated as products of 8 ratios per ``log`` call (each ratio lies in
-    ``[0.005, 1e3]`` under the fraction-to-boundary rule, so no product over/underflows):
-    ``log`` dominated the iteration's cost otherwise. ``ut`` is scratch for the trial ``1/y``.
+    terms are accumulated as products of 32 ratios per ``log`` call (each ratio lies in
+    ``[0.005, 1e3]`` under the fraction-to-boundary rule, so a product stays within
+    ``[1e-74, 1e96]``): ``log`` dominated the iteration's cost otherwise. ``ut`` is scratch
+    for the trial ``1/y``.
     """
     G = y.shape[0]
     logs = 0.0
@@ -249,7 +250,7 @@ def _merit_change(A, b, pk, sig, lowrank, y, isl, isu, sc, ff, t, al, dy, cdy, u
                 return np.inf
             prod *= rl * ru
             cnt += 1
-            if cnt == 4:
+            if cnt == 16:
                 logs += np.log(prod)
                 prod = 1.0
                 cnt = 0

@@ -82,6 +82,11 @@ def disagreement(p_hat: ArrayLike) -> np.ndarray:
     """
     p = check_probabilities("p_hat", p_hat)
     check_pair_table_size(p.shape)
+    return _disagreement_table(p)
+
+
+def _disagreement_table(p: np.ndarray) -> np.ndarray:
+    """:func:`disagreement` of a checked float ``(..., G)`` array (the proxies' own path)."""
     g = p.shape[-1]
     flat = np.ascontiguousarray(p.reshape(-1, g))
     d = np.empty((flat.shape[0], g, g))
@@ -167,7 +172,7 @@ NEEDS_DOC = {"score_norm": "(..., G), the predicted m_i",
 
 @PROXIES.register("disagreement")
 def _disagreement_proxy(p: np.ndarray, _: Any) -> np.ndarray:
-    return disagreement(p)
+    return _disagreement_table(p)  # p was checked by edge_proxy
 
 
 @PROXIES.register("score_norm", needs="score_norm")
@@ -178,7 +183,7 @@ def _score_norm_proxy(p: np.ndarray, score_norm: Any) -> np.ndarray:
     if np.any(m < 0):
         raise ValueError(f"score_norm must be nonnegative (a norm); got min {m.min()!r}")
     mm = m[..., :, None] + m[..., None, :]
-    return disagreement(p) * mm * mm / 4.0
+    return _disagreement_table(p) * mm * mm / 4.0
 
 
 @PROXIES.register("energy", needs="energy")
