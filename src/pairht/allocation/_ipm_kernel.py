@@ -308,6 +308,35 @@ def _au_plus_b(A, b, pk, sig, lowrank, u, q):  # type: ignore[no-untyped-def]  #
         q[i] = s
 
 
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _structure(a, p):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """``max a``, ``sum a`` and the largest ``|a_ij - d_ij|`` (``d`` the disagreement of ``p``,
+    0 on the diagonal). Full ``fastmath`` (the maxima vectorise): the caller's ``a`` is finite
+    and ``p`` in [0, 1], so no NaN or inf can reach these loops."""
+    G = a.shape[0]
+    amax = 0.0
+    asum = 0.0
+    dev = 0.0
+    for i in range(G):
+        pi = p[i]
+        qi = 1.0 - pi
+        for j in range(i):
+            v = a[i, j]
+            amax = max(amax, v)
+            asum += v
+            dev = max(dev, abs(v - (pi * (1.0 - p[j]) + qi * p[j])))
+        v = a[i, i]
+        amax = max(amax, v)
+        asum += v
+        dev = max(dev, abs(v))
+        for j in range(i + 1, G):
+            v = a[i, j]
+            amax = max(amax, v)
+            asum += v
+            dev = max(dev, abs(v - (pi * (1.0 - p[j]) + qi * p[j])))
+    return amax, asum, dev
+
+
 @njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _scale(a, amax, s2, A):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """``A = s2 (a / amax)``, the problem's normalised proxy (see :func:`ipm_batch`)."""
@@ -379,16 +408,7 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  
     x2 = np.empty(G)
     for k in range(m):
         ak = a[k]
-        amax = 0.0
-        asum = 0.0
-        dev = 0.0  # largest distance of a from the disagreement of p (diagonal: from 0)
-        for i in range(G):
-            for j in range(G):
-                v = ak[i, j]
-                amax = max(amax, v)
-                asum += v
-                dij = p[k, i] * (1.0 - p[k, j]) + (1.0 - p[k, i]) * p[k, j] if i != j else 0.0
-                dev = max(dev, abs(v - dij))
+        amax, asum, dev = _structure(ak, p[k])
         # Disagreement structure (see above): A = sig (p (1-p)^T + (1-p) p^T) off the diagonal.
         lowrank = dev <= 1e-13 * amax
         tot = 0.5 * asum / amax
