@@ -41,7 +41,9 @@ The engine runs in float32 with prefix caching and blocks of 32 tokens. Three pa
    no reward scaling, no IS correction) on SmolLM2 arithmetic prompts with a last-number reward,
    natural completion lengths; rounds alternate the arms. Per step: seconds and tokens generated
    (PAIR: prefix tokens of every row incl. discarded overshoot + resumed suffixes; GRPO: every
-   completion).
+   completion), the generation seam's wall and CPU seconds, and the per-phase split.
+   ``--step-prompts 4,8,16`` runs it at 32, 64 and 128 rows (G = 8), each size in a fresh
+   process, then prints one table over the sizes.
 
 Threads. vLLM's CPU kernels are OpenMP; on a machine shared with other work a 2-thread parallel
 region waits for a descheduled thread at every kernel (~10 ms each under load here, which was a
