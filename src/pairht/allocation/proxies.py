@@ -253,13 +253,13 @@ def proxy_terms(
 
     Returns
     -------
-    a : (..., G, G) ndarray
-    b : (..., G) ndarray
+    tuple of ndarray
+        ``(a, b)``: ``a`` ``(..., G, G)`` symmetric, nonnegative, zero diagonal; ``b``
+        ``(..., G)`` nonnegative.
 
     Examples
     --------
-    >>> a, b = proxy_terms(np.array([0.0, 1.0, 0.5]))
-    >>> b.round(4).tolist()
+    >>> proxy_terms(np.array([0.0, 1.0, 0.5]))[1].round(4).tolist()
     [1.4142, 1.4142, 1.0]
     >>> proxy_terms(np.array([0.0, 1.0, 0.5]), covariance_term=False)[1].tolist()
     [0.0, 0.0, 0.0]
