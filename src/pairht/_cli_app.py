@@ -107,6 +107,7 @@ PiMinOpt = Annotated[float, typer.Option(
     help="Probability floor of the adaptive allocations (positivity).")]
 SeedOpt = Annotated[int, typer.Option(
     "--seed", help="Seed of the synthetic population and of every draw.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")]
 RowsOpt = Annotated[str | None, typer.Option(
     "--rows",
     help="Comma-separated row keys to audit (default: all; see --list-rows).")]
@@ -362,7 +363,7 @@ def audit(
     enum_limit: EnumLimitOpt = 4096,
     alpha: AlphaOpt = 1e-4,
     list_rows: bool = typer.Option(False, "--list-rows", help="List the row keys and exit."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    quiet: QuietOpt = False,
 ) -> None:
     """Audit every design/estimator row at matched expected suffix cost.
 
@@ -501,7 +502,7 @@ def sweep(
     out: str = typer.Option("audit-out", "--out", "-o",
                             help="Directory for sweep_<axis>.csv and sweep_<axis>.png."),
     enum_limit: EnumLimitOpt = 4096,
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+    quiet: QuietOpt = False,
 ) -> None:
     """Run the audit across one axis; write one CSV and one figure."""
     try:

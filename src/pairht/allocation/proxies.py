@@ -228,3 +228,42 @@ def shared_vertex_term(a: np.ndarray) -> np.ndarray:
     out = np.empty(flat.shape[:2])
     vertex_term_fill(flat, out)
     return out.reshape(a.shape[:-1])
+
+
+def proxy_terms(
+    p: np.ndarray,
+    proxy: str = "disagreement",
+    covariance_term: bool = True,
+    score_norm: ArrayLike | None = None,
+    energy: ArrayLike | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""The program's terms from a named proxy: ``a`` = :func:`edge_proxy` and ``b`` =
+    :func:`covariance_term` of ``a`` (zeros when ``covariance_term`` is false).
+
+    The objective ``sum_{i<j} a_ij / (pi_i pi_j) + sum_i b_i / pi_i`` of
+    :func:`~pairht.allocation.allocate`, :func:`~pairht.allocation.reference_slsqp`, the
+    joint comparator and :mod:`pairht.step.pair_program` is built here, once.
+
+    Parameters
+    ----------
+    p : (..., G) ndarray          predicted success probabilities (validated by :func:`edge_proxy`)
+    proxy : str                   a name of :data:`PROXIES`
+    covariance_term : bool        whether ``b`` is the shared-vertex term or zero
+    score_norm, energy            as in :func:`edge_proxy`
+
+    Returns
+    -------
+    tuple of ndarray
+        ``(a, b)``: ``a`` ``(..., G, G)`` symmetric, nonnegative, zero diagonal; ``b``
+        ``(..., G)`` nonnegative.
+
+    Examples
+    --------
+    >>> proxy_terms(np.array([0.0, 1.0, 0.5]))[1].round(4).tolist()
+    [1.4142, 1.4142, 1.0]
+    >>> proxy_terms(np.array([0.0, 1.0, 0.5]), covariance_term=False)[1].tolist()
+    [0.0, 0.0, 0.0]
+    """
+    a = edge_proxy(p, kind=proxy, score_norm=score_norm, energy=energy)  # type: ignore[arg-type]
+    b = shared_vertex_term(a) if covariance_term else np.zeros(a.shape[:-1])
+    return a, b

@@ -13,8 +13,7 @@ from scipy.optimize import minimize
 from pairht._validation import check_real
 from pairht.allocation._checks import check_flag, check_max_iter
 from pairht.allocation.kkt import _lstsq_multipliers, _residual, _value, estimate_multipliers
-from pairht.allocation.proxies import ProxyKind, edge_proxy
-from pairht.allocation.proxies import covariance_term as _covariance_term
+from pairht.allocation.proxies import ProxyKind, proxy_terms
 from pairht.allocation.solver import (
     AllocationResult,
     _check_proxy_kind,
@@ -86,8 +85,7 @@ def reference_slsqp(
     if isinstance(size, str) and size == "auto":
         size = allocate(p, c, bud, lo, proxy=proxy, covariance_term=cov, size="auto",
                         score_norm=score_norm, energy=energy).size
-    a = edge_proxy(p, kind=proxy, score_norm=score_norm, energy=energy)
-    b = _covariance_term(a) if cov else np.zeros(p.shape)
+    a, b = proxy_terms(p, proxy, cov, score_norm, energy)
     m = int(np.prod(batch, dtype=np.int64))
     C, A, Bv, BUD = c.reshape(m, G), a.reshape(m, G, G), b.reshape(m, G), bud.reshape(m)
     W = check_warm_start(warm_start, p.shape)

@@ -48,8 +48,7 @@ from pairht.allocation.proxies import (
     PROXY_KINDS,
     ProxyKind,
     check_pair_table_size,
-    edge_proxy,
-    shared_vertex_term,
+    proxy_terms,
 )
 from pairht.allocation.sizes import (
     EDGE_RTOL,
@@ -592,8 +591,7 @@ def allocate(
     fb = check_flag("fallback", fallback)
     tol_ = check_tol("tol", tol)
     iters = check_max_iter("max_iter", max_iter)
-    a = edge_proxy(p, kind=proxy, score_norm=score_norm, energy=energy)
-    b = shared_vertex_term(a) if cov else np.zeros(p.shape)
+    a, b = proxy_terms(p, proxy, cov, score_norm, energy)
     # a and b are built here, valid by construction: the program's own checks are skipped
     return _solve_checked(p, c, bud, lo, a, b, size, fb, warm_start, tol_, iters)
 

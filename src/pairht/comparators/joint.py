@@ -310,7 +310,7 @@ def pair_joint_allocate(
     ([15.0, 15.0], 0.0)
     """
     from pairht.allocation import allocate
-    from pairht.allocation.proxies import edge_proxy, shared_vertex_term
+    from pairht.allocation.proxies import proxy_terms
     from pairht.allocation.solver import proxy_value
 
     if isinstance(grid, bool) or not isinstance(grid, (int, np.integer)) or grid < 1:
@@ -367,8 +367,7 @@ def pair_joint_allocate(
     pi = np.ones((B, G))
     status = np.full(B, "full", dtype=object)
     conv = np.ones(B, dtype=bool)
-    a = edge_proxy(p_hat, kind=proxy)
-    b = shared_vertex_term(a) if covariance_term else np.zeros(p_hat.shape)
+    a, b = proxy_terms(p_hat, proxy, covariance_term)
     if active.any():
         sol = allocate(p_hat[active], c[active],
                        np.maximum(budgets[active] + eps_cost[active],

@@ -49,6 +49,7 @@ from pairht.comparators import COMPARATORS
 from pairht.demo import demo, toy
 from pairht.demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, get_task, task_settings
 from pairht.demo.warm_cache import warm_model
+from pairht.step import ALLOCATORS
 
 __all__ = ["ARMS", "COMPARATOR_ARMS", "Arm", "ArmRun", "ExperimentResult", "run_experiment"]
 
@@ -62,6 +63,13 @@ class Arm:
     options: dict[str, Any] = field(default_factory=dict)
     matched: bool = False
     description: str = ""
+
+
+def _allocator_arms(**descriptions: str) -> dict[str, Arm]:
+    """Arms that run PAIR's trainer with one continuation rule each, named for the rule
+    (checked against :data:`pairht.step.ALLOCATORS`, the registry of rules)."""
+    return {name: Arm("pair", {"allocator": ALLOCATORS.check("arm", name)}, description=text)
+            for name, text in descriptions.items()}
 
 
 #: The registry of arms: the only source of arm names (CLI, report, tests).
@@ -88,13 +96,9 @@ ARMS: dict[str, Arm] = {
         description="PAIR with predictions shrunk by the heads' Brier skill / R^2 (the default "
                     "before the reliability slope): shows what the slope changed",
     ),
-    "uniform": Arm(
-        "pair", {"allocator": "uniform"},
-        description="uniform continuation among unfinished candidates (finished kept free)",
-    ),
-    "pointwise": Arm(
-        "pair", {"allocator": "pointwise"},
-        description="pointwise p(1-p) continuation probabilities",
+    **_allocator_arms(
+        uniform="uniform continuation among unfinished candidates (finished kept free)",
+        pointwise="pointwise p(1-p) continuation probabilities",
     ),
     # The same update as exact mode (one epoch, Dr. GRPO loss, no standardisation, no KL: the
     # shared settings) with weights 1/M on the observed pairs; mode="exact" refuses a biased
@@ -106,37 +110,18 @@ ARMS: dict[str, Arm] = {
     ),
     # The paper's comparators (issue 16), same trainer and token accounting; the prompt-level
     # rules read the trainer's per-prompt history of observed rewards (pairht.torch.history).
-    "vip": Arm(
-        "pair", {"allocator": "vip"},
-        description="VIP: GP-predicted success, variance-minimising group sizes (SRSWOR)",
-    ),
-    "hora": Arm(
-        "pair", {"allocator": "hora"},
-        description="HORA: rollouts maximising posterior hit utility (SRSWOR)",
-    ),
-    "duet": Arm(
-        "pair", {"allocator": "duet"},
-        description="DUET phase 1: rollouts proportional to pbar(1-pbar) (SRSWOR; no abort)",
-    ),
-    "dppo": Arm(
-        "pair", {"allocator": "dppo"},
-        description="DPPO: every candidate completed, then pruned after rewards with "
-                    "inverse-keep-probability weights (saves update compute, not generation)",
-    ),
-    "pair_joint": Arm(
-        "pair", {"allocator": "pair_joint"},
-        description="PAIR with one budget split across prompts, then PAIR within each group",
-    ),
-    "pair_strata": Arm(
-        "pair", {"allocator": "pair_strata"},
-        description="PAIR's predicted successes and failures as two strata, SRSWOR within "
+    **_allocator_arms(
+        vip="VIP: GP-predicted success, variance-minimising group sizes (SRSWOR)",
+        hora="HORA: rollouts maximising posterior hit utility (SRSWOR)",
+        duet="DUET phase 1: rollouts proportional to pbar(1-pbar) (SRSWOR; no abort)",
+        dppo="DPPO: every candidate completed, then pruned after rewards with "
+             "inverse-keep-probability weights (saves update compute, not generation)",
+        pair_joint="PAIR with one budget split across prompts, then PAIR within each group",
+        pair_strata="PAIR's predicted successes and failures as two strata, SRSWOR within "
                     "each at Neyman's sizes (the audit's best rule on the long chains at "
                     "budget 0.5)",
-    ),
-    "pair_dr": Arm(
-        "pair", {"allocator": "pair_dr"},
-        description="the difference estimator (HT advantages with the heads' predictions as "
-                    "baselines) at Neyman's allocation, one budget for the batch",
+        pair_dr="the difference estimator (HT advantages with the heads' predictions as "
+                "baselines) at Neyman's allocation, one budget for the batch",
     ),
     # prefix_group_size NARROW: resolved per seed by _narrow_size (the audit's width rule on
     # a pilot's lengths), since G' depends on the task's lengths

@@ -38,7 +38,6 @@ appear in warm-up demonstrations or RL training prompts.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pairht._validation import RNGLike, as_generator
+from pairht.rollout.tiny_model import TinyLlamaSpec
 
 if TYPE_CHECKING:  # torch/transformers are imported lazily: `import pairht.demo.toy` stays cheap
     import datasets
@@ -346,15 +346,9 @@ def make_tokenizer(task: Task | None = None) -> PreTrainedTokenizerFast:
     return tok
 
 
-@dataclass(frozen=True)
-class ToyModelConfig:
-    """Size of the toy policy (a ``LlamaForCausalLM``); defaults train in seconds on CPU."""
-
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
-    intermediate_size: int = 128
-    max_positions: int = 64
+#: Size of the toy policy (a ``LlamaForCausalLM``): the tiny Llama's settings, whose defaults
+#: train in seconds on CPU (``ToyModelConfig(max_positions=96)`` overrides one).
+ToyModelConfig = TinyLlamaSpec
 
 
 def make_model(
@@ -370,7 +364,7 @@ def make_model(
     cfg = config or ToyModelConfig()
     task = task or TOY_TASK
     tok = make_tokenizer(task)
-    model = tiny_llama(tok, vocab_size=len(task.words), seed=seed, **dataclasses.asdict(cfg))
+    model = tiny_llama(tok, cfg, vocab_size=len(task.words), seed=seed)
     model.generation_config = GenerationConfig(
         eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id,

@@ -27,7 +27,11 @@ def warm_model(task: toy.Task, seed: int, steps: int, cfg: toy.ToyModelConfig) -
     import torch
 
     key = f"warm-{task.name}-s{seed}-n{steps}-h{cfg.hidden_size}-l{cfg.num_layers}" \
-          f"-a{cfg.num_heads}-i{cfg.intermediate_size}-p{cfg.max_positions}.pt"
+          f"-a{cfg.num_heads}-i{cfg.intermediate_size}-p{cfg.max_positions}"
+    # tying and init_std change the weights too; the toy defaults keep the short file name
+    if (cfg.tie_word_embeddings, cfg.init_std) != (True, None):
+        key += f"-t{int(cfg.tie_word_embeddings)}-std{cfg.init_std}"
+    key += ".pt"
     path = cache_dir() / key
     model = toy.make_model(seed, cfg, task)
     if path.exists():

@@ -90,7 +90,7 @@ def expected_edge_weights(
         Joint probabilities the estimator uses instead of the design's (estimated
         propensities); only for variants that read ``joint``.
     max_units : int
-        Passed to ``design.support``.
+        Largest ``N`` for which ``design.support()`` is enumerated.
 
     Returns
     -------
@@ -180,14 +180,9 @@ def conditional_bias(
         Scores of all candidates.
     design : Design
         The continuation design, ``design.n_units == G``.
-    weighting : str or Variant
-        A registered variant name (see :func:`~pairht.estimators.edge_weights`).
-    w_max : float, optional
-        Clipping level, for ``"clipped"`` only.
-    rho_hat : (G, G) array_like, optional
-        Estimated joint propensities used by the estimator in place of ``design.joint()``.
-    max_units : int
-        Largest ``N`` for which the support is enumerated (ratio variants only).
+    weighting, w_max, rho_hat, max_units
+        As in :func:`expected_edge_weights` (with ``N = G``); the support is enumerated for
+        the ratio variants only.
 
     Returns
     -------

