@@ -122,3 +122,19 @@ def test_compiled_tables_equal_the_numpy_formulas(m, G, seed):
     # float64 sums of G <= 9 terms of size <= 1 in another order: 1e-13 of (sum sqrt a)^2
     np.testing.assert_allclose(shared_vertex_term(d), vt, rtol=0, atol=1e-13 * max(
         1.0, float((tot * tot).max())))
+
+
+@pytest.mark.parametrize("tiny", [1.49319566e-163, 1e-200, 1e-300])
+def test_a_proxy_of_subnormal_scale_converges_to_the_reference_point(tiny):
+    # Found by hypothesis in test_truthful: the Woodbury form multiplies two numbers of the
+    # proxy's scale, which underflow here; such problems must take the dense path and converge.
+    p = np.array([0.0, tiny, tiny])
+    res = allocate(p, np.ones(3), 2.0, pi_min=0.05, size=2, max_iter=100, fallback=False)
+    assert res.converged and res.kkt_residual <= 1e-8
+    # The same program with its terms scaled to max a = 1 (the argmin does not move; the
+    # scaled terms no longer equal the disagreement of p, so this one takes the dense path).
+    a = edge_proxy(p)
+    b = shared_vertex_term(a)
+    ref = solve_program(p, np.ones(3), 2.0, a / a.max(), b / a.max(), 0.05, size=2)
+    assert ref.converged
+    np.testing.assert_allclose(res.pi, ref.pi, rtol=1e-7)

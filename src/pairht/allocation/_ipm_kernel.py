@@ -410,7 +410,10 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  
         ak = a[k]
         amax, asum, dev = _structure(ak, p[k])
         # Disagreement structure (see above): A = sig (p (1-p)^T + (1-p) p^T) off the diagonal.
-        lowrank = dev <= 1e-13 * amax
+        # Below amax ~ 1e-140 the Woodbury form multiplies two numbers of the proxy's scale
+        # (sig = s2 / amax against p p^T), which leaves the normal doubles; the dense path
+        # works on the normalised A and is exact there (p = [0, 1.5e-163, 1.5e-163] stalled).
+        lowrank = dev <= 1e-13 * amax and amax >= 1e-140
         tot = 0.5 * asum / amax
         for i in range(G):
             bk[i] = b[k, i] / amax
