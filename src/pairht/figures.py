@@ -194,7 +194,7 @@ FIGURES: dict[str, Figure] = {f.name: f for f in (
            draw=_mechanism_draw, table=_mechanism_table),
     Figure("experiment_chain_long_accuracy_vs_tokens",
            "the compute-matched experiment on the long chains: held-out accuracy against "
-           "generated tokens, every arm over five seeds",
+           "generated tokens, each arm's mean over seeds",
            draw=_training_draw, data=str(DATA_DIR / "experiment_chain_long.json")),
 )}
 
