@@ -7,6 +7,12 @@ the same shape, budgets 0.25 and 0.5, prefix checkpoints tau = 8 and 32)::
     python benchmarks/audit_tables.py --small    # the CI populations (12 prompts)
     python benchmarks/audit_tables.py --style steps --sources real   # reasoning-length answers
     python benchmarks/audit_tables.py --reference both   # both references from one audit
+    python benchmarks/audit_tables.py --rows default default@hindsight   # only these rows
+
+``--rows`` audits only the rows named (``key`` or ``key@hindsight`` / ``key@prompt_mean``),
+the reference's baselines and a choice row's options: a row's cells do not depend on which
+other rows run (exact moments, one bootstrap seed per comparison), so they are the cells of
+the whole table.
 
 Each cell is ``mean_q MSE_row / mean_q MSE_best`` (exact MSEs, no Monte Carlo) with its 95%
 percentile bootstrap interval over prompts (B = 2000), where ``best`` is the trivial baseline
@@ -51,6 +57,33 @@ PREDICTION_ROWS = {"hindsight": ("default", "pair_width", "pair", "pair_batch", 
                                    "pair_dr", "pair_dr_narrow")}
 
 
+def parse_rows(rows: list[str] | tuple[str, ...] | None
+               ) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """Split table rows (``key`` or ``key@mode``) into the plain rows and the rows of each
+    replaced-predictions audit, in table order; ``None`` means every row of the table.
+
+    Raises
+    ------
+    ValueError
+        If a name is not a row of the table (:data:`ROW_KEYS`, or ``key@mode`` with ``key`` in
+        :data:`PREDICTION_ROWS` ``[mode]``).
+
+    Examples
+    --------
+    >>> parse_rows(["default@hindsight", "default"])
+    (('default',), {'hindsight': ('default',), 'prompt_mean': ()})
+    """
+    if rows is None:
+        return ROW_KEYS, dict(PREDICTION_ROWS)
+    known = list(ROW_KEYS) + [f"{k}@{m}" for m, ks in PREDICTION_ROWS.items() for k in ks]
+    unknown = [r for r in rows if r not in known]
+    if unknown:
+        raise ValueError(f"rows must be rows of the table; got {unknown}, known: {known}")
+    asked = set(rows)
+    return (tuple(k for k in ROW_KEYS if k in asked),
+            {m: tuple(k for k in ks if f"{k}@{m}" in asked) for m, ks in PREDICTION_ROWS.items()})
+
+
 def _relabel(row: Any, mode: str) -> Any:
     """A row of a replaced-predictions audit, renamed ``key@mode`` and out of the baselines."""
     return dataclasses.replace(row, key=f"{row.key}@{mode}", label=f"{row.label} ({mode})",
@@ -73,19 +106,26 @@ def bias_share(pop: Any, key: str, budget: float, seed: int) -> float:
     return b2 / (b2 + float(mom.trace_cov.sum()))
 
 
-def audit_cell(pop: Any, budget: float, *, seed: int, reference: str,
-               n_boot: int) -> tuple[dict[str, tuple[float, float, float]], str, float]:
-    """Every row's ``(ratio, low, high)`` against the best baseline at ``budget``.
+def audit_cell(pop: Any, budget: float, *, seed: int, reference: str, n_boot: int,
+               rows: list[str] | tuple[str, ...] | None = None
+               ) -> tuple[dict[str, tuple[float, float, float]], str, float]:
+    """Every row's (or ``rows``': :func:`parse_rows`) ``(ratio, low, high)`` against the best
+    baseline at ``budget``.
 
     Returns ``(cells, best_baseline_key, best_baseline_mse)``.
     """
-    return audit_cells(pop, budget, seed=seed, references=(reference,), n_boot=n_boot)[reference]
+    return audit_cells(pop, budget, seed=seed, references=(reference,), n_boot=n_boot,
+                       rows=rows)[reference]
 
 
 def audit_cells(pop: Any, budget: float, *, seed: int, references: tuple[str, ...],
-                n_boot: int) -> dict[str, tuple[dict[str, tuple[float, float, float]], str,
-                                                float]]:
-    """:func:`audit_cell` for each reference (``"all"``, ``"prefix"``) from one audit."""
+                n_boot: int, rows: list[str] | tuple[str, ...] | None = None
+                ) -> dict[str, tuple[dict[str, tuple[float, float, float]], str, float]]:
+    """:func:`audit_cell` for each reference (``"all"``, ``"prefix"``) from one audit.
+
+    Only ``rows`` (every row of the table when None) are returned; the baselines are audited
+    whether asked for or not, since every ratio's denominator is the best of them.
+    """
     from pairht.audit import (
         BASELINE_ROWS,
         ROWS,
@@ -94,18 +134,24 @@ def audit_cells(pop: Any, budget: float, *, seed: int, references: tuple[str, ..
         with_predictions,
     )
 
+    plain, by_mode = parse_rows(rows)
     cfg = AuditConfig(budget_ratio=budget, seed=seed)
-    keys = [k for k in ROW_KEYS if k in ROWS]
+    table = [k for k in ROW_KEYS if k in ROWS]
+    keys = [k for k in table if k in plain or k in BASELINE_ROWS]
     res = run_audit(pop, rows=keys, config=cfg, n_draws=0)
-    for mode, rows in PREDICTION_ROWS.items():
-        extra = run_audit(with_predictions(pop, mode), rows=[k for k in rows if k in ROWS],
+    for mode, mode_rows in by_mode.items():
+        if not mode_rows:
+            continue
+        extra = run_audit(with_predictions(pop, mode), rows=[k for k in mode_rows if k in ROWS],
                           config=cfg, n_draws=0)
         res.rows.extend(_relabel(r, mode) for r in extra.rows)
+    shown = set(plain) | {f"{k}@{m}" for m, ks in by_mode.items() for k in ks}
     out = {}
     for reference in references:
-        bases = tuple(k for k in BASELINE_ROWS if k in keys
+        bases = tuple(k for k in BASELINE_ROWS if k in table
                       and (reference == "all" or k != "grpo_small"))
-        out[reference] = ratio_cells(res, bases, n_boot=n_boot, seed=seed)
+        cells, best, best_mse = ratio_cells(res, bases, n_boot=n_boot, seed=seed)
+        out[reference] = ({k: v for k, v in cells.items() if k in shown}, best, best_mse)
     return out
 
 
@@ -179,7 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=DATA)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-boot", type=int, default=2000)
+    ap.add_argument("--rows", nargs="+", default=None,
+                    help="only these rows (key or key@hindsight / key@prompt_mean; default: "
+                         "every row); the baselines are audited for the ratio either way")
+    ap.add_argument("--no-bias-share", action="store_true",
+                    help="skip the adaptive estimator's bias-share line (an extra audit)")
     args = ap.parse_args(argv)
+    parse_rows(args.rows)  # a bad name fails before any audit runs
     t0 = time.perf_counter()
     # The synthetic population takes the real one's shape (prompts x G).
     real = population("real", args.taus[0], small=args.small, data=args.data, seed=args.seed,
@@ -195,13 +247,15 @@ def main(argv: list[str] | None = None) -> int:
                              shape=shape, style=args.style)
             fin = 0.0 if pop.finished is None else float(pop.finished.mean())
             for b in args.budgets:
-                found = audit_cells(pop, b, seed=args.seed, references=refs, n_boot=args.n_boot)
-                share = bias_share(pop, "adaptive_unweighted", b, args.seed)
+                found = audit_cells(pop, b, seed=args.seed, references=refs, n_boot=args.n_boot,
+                                    rows=args.rows)
+                tail = "" if args.no_bias_share else (
+                    "; adaptive_unweighted bias share of MSE "
+                    f"{100 * bias_share(pop, 'adaptive_unweighted', b, args.seed):.1f}%")
                 for ref, (cells, best, best_mse) in found.items():
                     cols[ref][(tau, b)] = cells
                     foot[ref].append(f"tau={tau}, budget={b}: best baseline {best} (exact MSE "
-                                     f"{best_mse:.4g}); finished fraction {fin:.3f}; "
-                                     f"adaptive_unweighted bias share of MSE {100 * share:.1f}%")
+                                     f"{best_mse:.4g}); finished fraction {fin:.3f}{tail}")
         name = {"real": "SmolLM2-135M-Instruct arithmetic population"
                         + (", step by step" if args.style == "steps" else ""),
                 "synthetic": "synthetic population (oracle heads)"}[source]

@@ -41,7 +41,9 @@ The engine runs in float32 with prefix caching and blocks of 32 tokens. Three pa
    no reward scaling, no IS correction) on SmolLM2 arithmetic prompts with a last-number reward,
    natural completion lengths; rounds alternate the arms. Per step: seconds and tokens generated
    (PAIR: prefix tokens of every row incl. discarded overshoot + resumed suffixes; GRPO: every
-   completion).
+   completion), the generation seam's wall and CPU seconds, and the per-phase split.
+   ``--step-prompts 4,8,16`` runs it at 32, 64 and 128 rows (G = 8), each size in a fresh
+   process, then prints one table over the sizes.
 
 Threads. vLLM's CPU kernels are OpenMP; on a machine shared with other work a 2-thread parallel
 region waits for a descheduled thread at every kernel (~10 ms each under load here, which was a
@@ -55,11 +57,13 @@ import argparse
 import functools
 import gc
 import math
+import multiprocessing
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +107,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="part 2 (default: on, off with --quick)")
     p.add_argument("--no-step", dest="step", action="store_false")
     p.add_argument("--no-generation", dest="generation", action="store_false")
-    p.add_argument("--step-prompts", type=int, default=2)
+    p.add_argument("--step-prompts", default="2",
+                   help="prompts per step, comma-separated: one whole-step comparison per "
+                        "value, in turn, with G = --step-generations rows each (4,8,16)")
     p.add_argument("--step-generations", type=int, default=8)
     p.add_argument("--step-max-len", type=int, default=None, help="(64; quick 48)")
     p.add_argument("--step-tau", type=int, default=None, help="(16; quick 12)")
@@ -118,6 +124,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if getattr(a, key) is None:
             setattr(a, key, value)
     a.rows = [int(x) for x in str(a.rows).split(",")]
+    a.step_prompts = [int(x) for x in str(a.step_prompts).split(",")]
     return a
 
 
@@ -233,6 +240,12 @@ def clock() -> tuple[float, float]:
     """(wall, CPU time of this process): on a shared machine the CPU time of a one-thread
     engine is what its wall-clock would be alone (it excludes the time it waits for a core)."""
     return time.perf_counter(), time.process_time()
+
+
+def rss_gb() -> float:
+    """This process's resident memory (GB): the engines of earlier sizes must be freed."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e9
 
 
 def timed(fn: Any, *args: Any) -> tuple[Any, float, float]:
@@ -387,6 +400,38 @@ def shim_part(folder: Path, tok: Any, policy: Any, prompts: list, live: Any,
 
 # --------------------------------------------------------------------------- part 3
 def step_part(folder: Path, tok: Any, a: argparse.Namespace) -> None:
+    """Part 3 at every ``--step-prompts`` size in turn, then one summary table over the sizes."""
+    import numpy as np
+
+    if len(a.step_prompts) == 1:
+        step_size(folder, tok, a, a.step_prompts[0])
+        return
+    # Each size in a fresh process, in turn: a process does not get back the memory of its
+    # trainers and colocated engines once they are dropped (measured: 6.6 GB kept after 32
+    # rows), so 32, 64 and 128 rows in one process run out of memory on a 23 GB machine.
+    summaries = []
+    spawn = multiprocessing.get_context("spawn")
+    for b in a.step_prompts:
+        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+            summaries.append(pool.submit(step_size_in_child, folder, a, b).result())
+    keep = "rounds 1+" if a.rounds > 1 else "all rounds"
+    print(f"\n== 3. summary over batch sizes (PAIR / GRPO per step, {keep}; generation = TRL's "
+          "generation seam: PAIR's prefix + features + heads + allocation + continuation)")
+    print("| rows | tokens | generation wall | generation CPU | step wall | step CPU |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for s in summaries:
+        print(f"| {s['rows']} | " + " | ".join(fmt(np.asarray(s[k])) for k in (
+            "tokens", "gen_wall", "gen_cpu", "wall", "cpu")) + " |", flush=True)
+
+
+def step_size_in_child(folder: Path, a: argparse.Namespace, b: int) -> dict[str, Any]:
+    """:func:`step_size` in a worker process (the environment of :func:`main` is inherited)."""
+    from transformers import AutoTokenizer
+
+    return step_size(folder, AutoTokenizer.from_pretrained(folder), a, b)
+
+
+def step_size(folder: Path, tok: Any, a: argparse.Namespace, b: int) -> dict[str, Any]:
     import numpy as np
     import torch
     import trl.generation.vllm_generation as trl_vllm
@@ -405,10 +450,11 @@ def step_part(folder: Path, tok: Any, a: argparse.Namespace) -> None:
     finally:
         sys.path.remove(str(HERE))
 
-    g, b = a.step_generations, a.step_prompts
+    g = a.step_generations
     print(f"\n== 3. whole step, use_vllm=True colocate: PairGRPOTrainer (budget 0.5) vs TRL "
-          f"GRPOTrainer; {b} prompts x G={g}, max_completion_length {a.step_max_len}, tau "
-          f"{a.step_tau}, {a.steps} step(s) per arm per round, {a.rounds} rounds", flush=True)
+          f"GRPOTrainer; {b} prompts x G={g} = {b * g} rows, max_completion_length "
+          f"{a.step_max_len}, tau {a.step_tau}, {a.steps} step(s) per arm per round, {a.rounds} "
+          f"rounds; load average {os.getloadavg()[0]:.1f}, resident {rss_gb():.1f} GB", flush=True)
     items = rp.make_prompts(b * a.steps, a.seed)
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": it["question"]}],
                                "answer": str(it["answer"])} for it in items])
@@ -449,11 +495,14 @@ def step_part(folder: Path, tok: Any, a: argparse.Namespace) -> None:
                                     scale_rewards="none", num_iterations=1, **common))
         finally:
             trl_vllm.LLM = orig
-        record: dict[str, list[tuple[float, float, int]]] = {"pair": [], "grpo": []}
+        # per step: wall, CPU, tokens, generation wall, generation CPU
+        record: dict[str, list[tuple[float, float, int, float, float]]] = {"pair": [],
+                                                                           "grpo": []}
 
         class Timer(TrainerCallback):
             def __init__(self, arm: str) -> None:
                 self.arm, self.t, self.c, self.tokens = arm, 0.0, 0.0, 0
+                self.gen = [0.0, 0.0]  # generation seam's (wall, CPU) within the step
 
             def _tokens(self) -> int:
                 if self.arm == "grpo":
@@ -462,43 +511,68 @@ def step_part(folder: Path, tok: Any, a: argparse.Namespace) -> None:
                 return s["prefix_tokens_generated"] + s["suffix_tokens_generated"]
 
             def on_step_begin(self, args, state, control, **kw):
-                (self.t, self.c), self.tokens = clock(), self._tokens()
+                (self.t, self.c), self.tokens, self.gen = clock(), self._tokens(), [0.0, 0.0]
 
             def on_step_end(self, args, state, control, **kw):
                 t, c = clock()
-                record[self.arm].append((t - self.t, c - self.c, self._tokens() - self.tokens))
+                record[self.arm].append((t - self.t, c - self.c, self._tokens() - self.tokens,
+                                         *self.gen))
 
+        def time_generation(trainer: Any, timer: Timer) -> None:
+            # TRL's generation seam in wall and CPU seconds (the StepTimer split is wall only)
+            inner = trainer._generate_single_turn
+
+            @functools.wraps(inner)
+            def timed_generation(*args: Any, **kwargs: Any) -> Any:
+                out, t, c = timed(functools.partial(inner, **kwargs), *args)
+                timer.gen[0] += t
+                timer.gen[1] += c
+                return out
+
+            trainer._generate_single_turn = timed_generation
+
+        step_cbs = {name: Timer(name) for name in arms}
         for name, trainer in arms.items():
             trainer.remove_callback(PrinterCallback)
             trainer.remove_callback(ProgressCallback)
-            trainer.add_callback(Timer(name))
+            trainer.add_callback(step_cbs[name])
         # The per-phase split at the same seams for both arms (pairht.trl.timing; wall-clock)
         timers = {"pair": arms["pair"].step_timer, "grpo": instrument(arms["grpo"])}
+        for name, trainer in arms.items():  # after instrument: outside its phases' wrappers
+            time_generation(trainer, step_cbs[name])
         for r in range(a.rounds):
             order = ("pair", "grpo") if r % 2 == 0 else ("grpo", "pair")
             for name in order:
                 torch.manual_seed(a.seed + r)
                 arms[name].train()
             print(f"  round {r} ({'/'.join(order)}): " + "; ".join(
-                f"{n} " + ", ".join(f"{t:.1f}s (CPU {c:.1f}s) {k} tok"
-                                    for t, c, k in record[n][-a.steps:])
+                f"{n} " + ", ".join(f"{t:.1f}s (CPU {c:.1f}s; generation {gt:.1f}s, CPU "
+                                    f"{gc_:.1f}s) {k} tok"
+                                    for t, c, k, gt, gc_ in record[n][-a.steps:])
                 for n in arms), flush=True)
+        for trainer in arms.values():  # free the engines before the next size builds its own
+            llm = getattr(getattr(trainer, "vllm_generation", None), "llm", None)
+            if llm is not None:
+                drop_engine(llm)
+        arms.clear()
     # Round 0 includes each arm's first-call warm-up: shown, and left out of the means when
     # there are later rounds.
-    p_t, p_c, p_k = (np.array(x, dtype=float) for x in zip(*record["pair"]))
-    g_t, g_c, g_k = (np.array(x, dtype=float) for x in zip(*record["grpo"]))
+    p_t, p_c, p_k, p_gt, p_gc = (np.array(x, dtype=float) for x in zip(*record["pair"]))
+    g_t, g_c, g_k, g_gt, g_gc = (np.array(x, dtype=float) for x in zip(*record["grpo"]))
     for label, keep in (("round 0", slice(0, a.steps)), ("rounds 1+", slice(a.steps, None))):
         if not p_t[keep].size:
             continue
-        print(f"  PAIR / GRPO per step, {label}: tokens {fmt(p_k[keep] / g_k[keep])}, wall "
-              f"{fmt(p_t[keep] / g_t[keep])}, CPU time {fmt(p_c[keep] / g_c[keep])}  (PAIR "
-              f"{p_c[keep].mean():.1f} CPU s {p_k[keep].mean():.0f} tok, GRPO "
+        print(f"  {b * g} rows, PAIR / GRPO per step, {label}: tokens {fmt(p_k[keep] / g_k[keep])}"
+              f", wall {fmt(p_t[keep] / g_t[keep])}, CPU time {fmt(p_c[keep] / g_c[keep])}; "
+              f"generation wall {fmt(p_gt[keep] / g_gt[keep])}, CPU {fmt(p_gc[keep] / g_gc[keep])}"
+              f"  (PAIR {p_c[keep].mean():.1f} CPU s {p_k[keep].mean():.0f} tok, GRPO "
               f"{g_c[keep].mean():.1f} CPU s {g_k[keep].mean():.0f} tok per step)", flush=True)
     # Per-phase wall-clock split (the demo's phases), after the warm-up round when there is one.
     later = slice(a.steps, None) if a.rounds > 1 else slice(None)
     split = {n: {ph: float(np.mean([s[ph] for s in t.steps[later]])) for ph in (*PHASES, "total")}
              for n, t in timers.items()}
-    print(f"  per-phase split, wall s per step ({'rounds 1+' if a.rounds > 1 else 'all'}):")
+    print(f"  per-phase split, {b * g} rows, wall s per step "
+          f"({'rounds 1+' if a.rounds > 1 else 'all'}):")
     print("  | phase | GRPO s | PAIR s | PAIR / GRPO total |")
     print("  | --- | --- | --- | --- |")
     for ph in (*PHASES, "total"):
@@ -506,6 +580,9 @@ def step_part(folder: Path, tok: Any, a: argparse.Namespace) -> None:
         if g_s or p_s:
             print(f"  | {ph} | {g_s:.2f} | {p_s:.2f} | {p_s / split['grpo']['total']:.3f} |",
                   flush=True)
+    return dict(rows=b * g, tokens=p_k[later] / g_k[later], wall=p_t[later] / g_t[later],
+                cpu=p_c[later] / g_c[later], gen_wall=p_gt[later] / g_gt[later],
+                gen_cpu=p_gc[later] / g_gc[later])
 
 
 # --------------------------------------------------------------------------- main

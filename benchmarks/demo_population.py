@@ -23,6 +23,9 @@ hindsight-perfect heads? It
     python benchmarks/demo_population.py --seed 1 --prompts 32
     python benchmarks/demo_population.py --task chain        # the short chains
     python benchmarks/demo_population.py --task chain_early --group-size 16 --tau 6
+    python benchmarks/demo_population.py --out chain_long.npz      # keep the population
+    python benchmarks/demo_population.py --population chain_long.npz --rows default \
+        default@hindsight default@prompt_mean      # audit a kept one again, only these rows
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import os
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -56,7 +60,7 @@ def build_population(seed: int, prompts: int, train_steps: int, path: str,
     G, per_step = group_size, int(d["prompts_per_step"])
     dataset = task.dataset(max(train_steps, 1) * per_step + prompts, rng=seed, split="train")
     with tempfile.TemporaryDirectory() as tmp, single_blas_thread():
-        kwargs = _base_kwargs(tmp, steps=max(train_steps, 1), seed=seed, num_generations=G,
+        kwargs = _base_kwargs(Path(tmp), steps=max(train_steps, 1), seed=seed, num_generations=G,
                               prompts_per_step=per_step,
                               learning_rate=float(d["learning_rate"]),
                               max_completion_length=task.max_new_tokens)
@@ -87,19 +91,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5])
     ap.add_argument("--out", default=None, help="also keep the population here (.npz)")
     ap.add_argument("--n-boot", type=int, default=2000)
+    ap.add_argument("--population", default=None,
+                    help="audit this population (.npz, from --out) instead of building one "
+                         "(the build options are then ignored)")
+    ap.add_argument("--rows", nargs="+", default=None,
+                    help="only these rows (benchmarks/audit_tables.py --rows)")
     args = ap.parse_args(argv)
     import numpy as np
 
-    from audit_tables import audit_cell, bias_share, print_table
+    from audit_tables import audit_cell, bias_share, parse_rows, print_table
+    from pairht.audit import load_population
 
+    parse_rows(args.rows)  # a bad name fails before the training
     t0 = time.perf_counter()
-    path = args.out or os.path.join(tempfile.mkdtemp(), "chain_population.npz")
-    pop = build_population(args.seed, args.prompts, args.train_steps, path, args.task,
-                           args.group_size, args.tau)
-    fin = 0.0 if pop.finished is None else float(pop.finished.mean())
-    whole = pop.prefix_len + np.where(pop.finished, 0, pop.costs)
-    print(f"\n### Task {args.task}, seed {args.seed}, after {args.train_steps} PAIR "
-          f"steps: {pop.n_prompts} prompts x G={pop.group_size}\n")
+    if args.population is not None:
+        pop = load_population(args.population)
+    else:
+        path = args.out or os.path.join(tempfile.mkdtemp(), "chain_population.npz")
+        pop = build_population(args.seed, args.prompts, args.train_steps, path, args.task,
+                               args.group_size, args.tau)
+    finished = np.zeros(pop.rewards.shape, bool) if pop.finished is None else pop.finished
+    fin = float(finished.mean())
+    whole = pop.prefix_len + np.where(finished, 0, pop.costs)
+    built = (f"population {args.population}" if args.population is not None else
+             f"Task {args.task}, seed {args.seed}, after {args.train_steps} PAIR steps")
+    print(f"\n### {built}: {pop.n_prompts} prompts x G={pop.group_size}\n")
     print(f"* success rate {pop.rewards.mean():.3f}; mean completion {whole.mean():.1f} "
           f"tokens, prefix {pop.prefix_len.mean():.1f}; finished at the checkpoint "
           f"{fin:.3f}\n")
@@ -107,11 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     foot = []
     for b in args.budgets:
         cells, best, best_mse = audit_cell(pop, b, seed=args.seed, reference="all",
-                                           n_boot=args.n_boot)
+                                           n_boot=args.n_boot, rows=args.rows)
         cols[b] = cells
-        share = bias_share(pop, "adaptive_unweighted", b, args.seed)
-        foot.append(f"budget={b}: best baseline {best} (exact MSE {best_mse:.4g}); "
-                    f"adaptive_unweighted bias share of MSE {100 * share:.1f}%")
+        tail = "" if args.rows is not None and "adaptive_unweighted" not in args.rows else (
+            "; adaptive_unweighted bias share of MSE "
+            f"{100 * bias_share(pop, 'adaptive_unweighted', b, args.seed):.1f}%")
+        foot.append(f"budget={b}: best baseline {best} (exact MSE {best_mse:.4g}){tail}")
     print_table({f"b={b}": c for b, c in cols.items()}, foot)
     print(f"\n({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     return 0

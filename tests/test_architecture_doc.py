@@ -30,7 +30,8 @@ def _module_file(dotted: str) -> Path | None:
 @cache
 def _defined(path: Path) -> frozenset[str]:
     """Names a module binds at its top level (definitions, assignments, imports), and those
-    of its lazy ``__getattr__`` table where it has one (any string key of a dict)."""
+    of its lazy ``__getattr__`` table where it has one (any string key of a dict, and the
+    strings of a dict's tuple or list values)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -45,6 +46,10 @@ def _defined(path: Path) -> frozenset[str]:
         elif isinstance(node, ast.Dict):
             names.update(k.value for k in node.keys
                          if isinstance(k, ast.Constant) and isinstance(k.value, str))
+            # a lazy table maps a defining module to the names exported from it
+            names.update(e.value for v in node.values if isinstance(v, (ast.Tuple, ast.List))
+                         for e in v.elts
+                         if isinstance(e, ast.Constant) and isinstance(e.value, str))
     return frozenset(names)
 
 

@@ -343,3 +343,17 @@ def test_python_dash_m_pairht_prints_the_version():
     out = subprocess.run([sys.executable, "-m", "pairht", "--version"], capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == f"pairht {__version__}"
+
+
+def test_settings_check_reads_allocation_and_design_from_vertex_rows_only():
+    # Only a VertexRow declares an allocation (pi floored at pi_min unless "full") and a
+    # design (fixed-size ones need the order-3/4 inclusion table, refused above G = 168).
+    from pairht._cli_app import _check_settings
+
+    _check_settings(["grpo_small", "direct_edge_ht", "full"], 0.5, 0.9)
+    with pytest.raises(ValueError, match=r"--pi-min 0.9 exceeds --budget 0.5: the adaptive "
+                                         r"rows \(uniform_ht\)"):
+        _check_settings(["grpo_small", "uniform_ht", "full"], 0.5, 0.9)
+    _check_settings(["pair_bernoulli", "grpo_small"], 0.5, 0.08, group_sizes=(200,))
+    with pytest.raises(ValueError, match=r"G = 200 is too large: .*fixed-size rows \(pair\)"):
+        _check_settings(["pair_bernoulli", "grpo_small", "pair"], 0.5, 0.08, group_sizes=(200,))

@@ -11,31 +11,16 @@ from pairht._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-# name -> module that defines it (one implementation of each formula, re-exported here)
-_EXPORTS: dict[str, str] = {
-    "pair_kernel": "pairht.estimators",
-    "pair_gradient": "pairht.estimators",
-    "loo_gradient": "pairht.estimators",
-    "group_mean_gradient": "pairht.estimators",
-    "pair_ht_gradient": "pairht.estimators",
-    "pair_advantages": "pairht.estimators",
-    "edge_weights": "pairht.estimators",
-    "conditional_bias": "pairht.estimators",
-    "design_covariance": "pairht.estimators",
-    "variance_estimate": "pairht.estimators",
-    "ess": "pairht.estimators",
-    "pair_estimate": "pairht.estimators",
-    "expected_edge_weights": "pairht.estimators",
-    "VARIANTS": "pairht.estimators",
-    "DesignCovariance": "pairht.estimators",
-    "allocate": "pairht.allocation",
-    "design_for": "pairht.allocation",
-    "plan_continuations": "pairht.step",
-    "StepInputs": "pairht.step",
-    "ContinuationPlan": "pairht.step",
+# defining module -> names (one implementation of each formula, re-exported here)
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "pairht.estimators": (
+        "pair_kernel", "pair_gradient", "loo_gradient", "group_mean_gradient", "pair_ht_gradient",
+        "pair_advantages", "edge_weights", "conditional_bias", "design_covariance",
+        "variance_estimate", "ess", "pair_estimate", "expected_edge_weights", "VARIANTS",
+        "DesignCovariance",
+    ),
+    "pairht.allocation": ("allocate", "design_for"),
+    "pairht.step": ("plan_continuations", "StepInputs", "ContinuationPlan"),
 }
 
-__all__ = ["__version__", *_EXPORTS]
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, also=["__version__"])
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, also=["__version__"])

@@ -240,11 +240,14 @@ def _check_settings(keys: list[str] | None, budget: float, pi_min: float, *,
       :func:`~pairht._validation.check_table_size`), run here before any row starts.
     """
     from pairht._validation import check_table_size
-    from pairht.audit.rows import select_rows
+    from pairht.audit.rows import VertexRow, select_rows
     from pairht.estimators.covariance import check_inclusion_table_size
 
     rows = select_rows(keys)
-    floored = [r.key for r in rows if getattr(r, "allocation", "full") != "full"]
+    # Only a VertexRow declares an allocation and a design; the other row families neither
+    # floor pi at pi_min nor build a fixed-size design of their own.
+    vertex = [r for r in rows if isinstance(r, VertexRow)]
+    floored = [r.key for r in vertex if r.allocation != "full"]
     if floored and pi_min > budget:
         raise ValueError(
             f"--pi-min {pi_min} exceeds --budget {budget}: the adaptive rows "
@@ -252,7 +255,7 @@ def _check_settings(keys: list[str] | None, budget: float, pi_min: float, *,
             f"suffix cost is at least {pi_min} of the full group's, more than the budget "
             f"{budget} of it; lower --pi-min or raise --budget"
         )
-    exact = [r.key for r in rows if getattr(r, "design", "bernoulli") != "bernoulli"]
+    exact = [r.key for r in vertex if r.design != "bernoulli"]
     sizes = group_sizes + ((pop.group_size,) if pop is not None else ())
     for g in sizes:
         try:

@@ -167,6 +167,17 @@ def check_budget_ratio(budget_ratio: float, pi_min: float) -> None:
                          f"{pi_min!r}")
 
 
+def as_bool_array(name: str, x: ArrayLike, meaning: str) -> np.ndarray:
+    """``x`` as a bool array: bools as they are, ints or floats only if every entry is 0 or 1;
+    anything else a ``TypeError`` naming ``name``, what it marks (``meaning``) and the dtype."""
+    arr = np.asarray(x)
+    if arr.dtype != np.bool_:
+        if arr.dtype.kind not in "iuf" or not np.all(np.isin(arr, (0, 1))):
+            raise TypeError(f"{name} must be a bool array ({meaning}); got dtype {arr.dtype}")
+        arr = arr.astype(bool)
+    return arr
+
+
 def check_finite(name: str, x: ArrayLike) -> np.ndarray:
     """Return ``x`` as a float64 array, or raise ``ValueError`` naming the first NaN/inf entry.
 

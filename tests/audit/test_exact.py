@@ -244,6 +244,37 @@ def test_edge_probabilities_hit_their_target(small_pop, match):
     np.testing.assert_array_equal(q, np.swapaxes(q, 1, 2))
 
 
+@pytest.mark.parametrize("match", ["cost", "edges"])
+@pytest.mark.parametrize("ratio", [0.2, 0.4, 0.8])
+def test_edge_probabilities_equal_brentq_prompt_by_prompt(small_pop, match, ratio):
+    # the vectorised bisection against scipy's brentq on each prompt's own scalar equation
+    from scipy import optimize
+
+    from pairht.allocation import edge_proxy
+
+    a = edge_proxy(small_pop.p_hat)
+    G = small_pop.group_size
+    target = (ratio * small_pop.c_hat.sum(axis=1) if match == "cost"
+              else np.full(3, ratio * G * (G - 1) / 2))
+    q = edge_probabilities(a, small_pop.c_hat, floor=0.01, target=target, match=match)
+    off = ~np.eye(G, dtype=bool)
+    for p in range(3):
+        root = np.sqrt(a[p])
+
+        def q_of(x, root=root):
+            return np.where(off, np.clip(np.exp(x) * root, 0.01, 1.0), 0.0)
+
+        def gap(x, p=p, q_of=q_of):
+            qq = q_of(x)
+            if match == "edges":
+                return qq.sum() / 2 - target[p]
+            untouched = np.prod(np.where(off, 1 - qq, 1.0), axis=1)
+            return (small_pop.c_hat[p] * (1 - untouched)).sum() - target[p]
+
+        x = optimize.brentq(gap, -60.0, 60.0, xtol=1e-300, rtol=4 * np.finfo(float).eps)
+        np.testing.assert_allclose(q[p], q_of(x), rtol=0, atol=1e-12)
+
+
 MATCHED = [k for k, r in ROWS.items()
            if k not in ("full", "direct_edge_ht_edges", "grpo_small") and r.cost_matched]
 

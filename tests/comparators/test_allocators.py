@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
 from pairht.comparators import COMPARATORS, comparator_plan
 from pairht.comparators._inputs import srswor_joint, srswor_pi
+from pairht.step import StepInputs
 
 from .helpers import moments, srswor_support
 
@@ -20,8 +19,8 @@ def _inputs(history=True):
     fin[1, 0] = fin[2, :2] = True
     hist = {"successes": np.array([0, 3, 6, 2]), "trials": np.array([8, 8, 8, 4]),
             "features": rng.normal(size=(B, 3))} if history else None
-    return SimpleNamespace(p_hat=rng.random((B, G)), c_hat=rng.uniform(10, 40, size=(B, G)),
-                           finished=fin, budget=np.full(B, 60.0), history=hist)
+    return StepInputs(p_hat=rng.random((B, G)), c_hat=rng.uniform(10, 40, size=(B, G)),
+                      finished=fin, budget=np.full(B, 60.0), history=hist)
 
 
 def test_every_paper_comparator_and_pair_joint_is_registered_by_name():
@@ -82,9 +81,21 @@ def test_duet_without_history_falls_back_to_p_hat():
 
 def test_unfinished_with_nonpositive_cost_is_refused():
     inp = _inputs()
-    inp.c_hat[0, 0] = 0.0
-    with pytest.raises(ValueError, match=r"c_hat must be finite and > 0 on unfinished.*\[0, 0\]"):
-        COMPARATORS["hora"].pi(inp)
+    c = inp.c_hat.copy()
+    c[0, 0] = 0.0
+    with pytest.raises(ValueError, match=r"c_hat must be finite and > 0 where the candidate is "
+                       r"unfinished.*c_hat\[0, 0\] = 0\.0"):
+        StepInputs(inp.p_hat, c, inp.finished, inp.budget)
+
+
+@pytest.mark.parametrize("name", ["vip", "hora", "duet", "dppo", "pair_joint"])
+def test_a_comparator_reads_step_inputs_and_names_anything_else(name):
+    inp = _inputs()
+    loose = {k: getattr(inp, k) for k in ("p_hat", "c_hat", "finished", "budget", "history")}
+    with pytest.raises(TypeError, match=r"inputs must be a pairht\.step\.StepInputs.*got dict"):
+        COMPARATORS[name].pi(loose)
+    with pytest.raises(TypeError, match=r"inputs must be a pairht\.step\.StepInputs.*got dict"):
+        comparator_plan(loose, name)
 
 
 def test_duet_minimum_group_counts_the_finished_candidates():
@@ -92,8 +103,8 @@ def test_duet_minimum_group_counts_the_finished_candidates():
     # min_group asks no continuation of it and, as read from the paper (min_rollouts=0), a
     # budget of 2 rollouts is feasible (prompt 1 takes both; prompt 0 gets k = 0, reported)
     fin = np.array([[True, True, True, False], [False, False, False, False]])
-    inp = SimpleNamespace(p_hat=np.full((2, 4), 0.5), c_hat=np.where(fin, 0.0, 50.0),
-                          finished=fin, budget=np.array([25.0, 75.0]), history=None)
+    inp = StepInputs(p_hat=np.full((2, 4), 0.5), c_hat=np.where(fin, 0.0, 50.0),
+                     finished=fin, budget=np.array([25.0, 75.0]), history=None)
     _, info = COMPARATORS["duet"].pi(inp, min_rollouts=0)
     assert info["rollout_budget"] == 2 and info["k"].tolist() == [0, 2]
     assert info["all_pairs_positive"].tolist() == [False, True]

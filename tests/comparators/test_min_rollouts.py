@@ -8,7 +8,6 @@ planners refuse the plan it leaves with a prompt of no continuation."""
 from __future__ import annotations
 
 import inspect
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,17 +19,18 @@ from pairht.comparators import (
     proportional_counts,
     vip_group_sizes,
 )
+from pairht.step import StepInputs
 
 
 def _inputs():
     fin = np.array([[True, True, False, False, False],
                     [False, False, False, False, False],
                     [True, True, True, False, False]])
-    return SimpleNamespace(p_hat=np.array([[0.9] * 5, [0.5] * 5, [0.99] * 5]),
-                           c_hat=np.full((3, 5), 10.0), finished=fin,
-                           budget=np.full(3, 15.0),
-                           history={"successes": np.array([9.0, 4.0, 10.0]),
-                                    "trials": np.array([10.0, 8.0, 10.0])})
+    return StepInputs(p_hat=np.array([[0.9] * 5, [0.5] * 5, [0.99] * 5]),
+                      c_hat=np.full((3, 5), 10.0), finished=fin,
+                      budget=np.full(3, 15.0),
+                      history={"successes": np.array([9.0, 4.0, 10.0]),
+                               "trials": np.array([10.0, 8.0, 10.0])})
 
 
 @pytest.mark.parametrize("name", ["vip", "duet"])

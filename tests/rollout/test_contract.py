@@ -224,3 +224,40 @@ def test_transformers_backend_without_confidence_samples_the_same_prefixes(
     assert out[True].prefix_ids == out[False].prefix_ids
     assert len({tuple(r) for r in out[True].prefix_ids}) > 1  # sampled, not all the same
     torch.testing.assert_close(out[True].features, out[False].features)
+
+
+class _State:
+    def __init__(self, consumed: bool = False) -> None:
+        self.consumed = consumed
+
+
+def _prefix(state, done):
+    from pairht.rollout.contract import PrefixResult
+
+    return PrefixResult(prefix_ids=[[5]] * len(done), prefix_done=torch.tensor(done),
+                        features=torch.zeros(len(done), 2), state=state)
+
+
+@pytest.mark.parametrize("selected, rows, go", [
+    ([True, False, True, True], [0, 2, 3], [0, 3]),
+    ([3, 1, 2], [3, 1, 2], [3, 1]),
+    (np.array([], dtype=np.int64), [], []),
+])
+def test_resume_rows_splits_the_selection_into_done_and_to_decode(selected, rows, go):
+    from pairht.rollout.contract import resume_rows
+
+    done = [False, False, True, False]
+    state = _State()
+    got_state, got_rows, got_done, got_go = resume_rows(_prefix(state, done), selected,
+                                                        _State, "ToyBackend")
+    assert got_state is state and got_rows == rows and got_go == go
+    assert got_done.dtype == bool and got_done.tolist() == done
+
+
+def test_resume_rows_refuses_another_backends_or_a_consumed_state():
+    from pairht.rollout.contract import resume_rows
+
+    with pytest.raises(ValueError, match=r"ToyBackend\.generate_prefixes; its state is a dict"):
+        resume_rows(_prefix({}, [False, False]), [0], _State, "ToyBackend")
+    with pytest.raises(ValueError, match="already consumed"):
+        resume_rows(_prefix(_State(consumed=True), [False, False]), [0], _State, "ToyBackend")

@@ -56,3 +56,5 @@ def test_quick_defaults():
     assert (a.rows, a.repeats, a.max_len, a.steps, a.rounds) == ([16, 64], 2, 64, 1, 2)
     assert (a.shim_ab, a.step_max_len, a.step_tau) == (False, 48, 12)
     assert bench.parse_args([]).rows == [16, 64, 128]
+    assert bench.parse_args([]).step_prompts == [2]
+    assert bench.parse_args(["--step-prompts", "4,8,16"]).step_prompts == [4, 8, 16]

@@ -68,12 +68,105 @@ def _chol_solve(L, x):  # type: ignore[no-untyped-def]  # pragma: no cover - num
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FAST)
-def _step(sl, su, sc, zl, zu, zc, cs, cp, alpha, ff, L, xc, xe, s11, s12, s22, rd, rp, tl, tu,
-          tc, has_eq, dy, dzl, dzu):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+def _wb_solve(W, x):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """Solve ``K z = x`` in place with ``K = D + X S X^T`` in Woodbury form (:func:`_wb_factor`).
+
+    ``z = D^-1 x - D^-1 X C^-1 X^T D^-1 x`` with the 2 x 2 capacitance ``C = S^-1 + X^T D^-1 X``:
+    two dot products and one update, ``O(G)``.
+    """
+    G = x.shape[0]
+    h1 = 0.0
+    h2 = 0.0
+    for i in range(G):
+        t = x[i] * W[0, i]
+        x[i] = t
+        h1 += W[1, i] * t
+        h2 += W[2, i] * t
+    ci11 = W[3, 0]
+    ci12 = W[3, 1]
+    ci22 = W[3, 2]
+    z1 = ci11 * h1 + ci12 * h2
+    z2 = ci12 * h1 + ci22 * h2
+    for i in range(G):
+        x[i] -= W[0, i] * (W[1, i] * z1 + W[2, i] * z2)
+
+
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
+def _solve(L, W, use_wb, x):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """``K z = x`` in place: Woodbury form if ``use_wb``, else the Cholesky factor ``L``."""
+    if use_wb:
+        _wb_solve(W, x)
+    else:
+        _chol_solve(L, x)
+
+
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
+def _wb_factor(d, x1, x2, sig, W):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """Woodbury form of ``K = diag(d) + sig (x1 x2^T + x2 x1^T)`` into ``W`` (4, G).
+
+    ``W[0] = 1/d``, ``W[1] = x1``, ``W[2] = x2`` and ``W[3, :3]`` the inverse capacitance
+    ``C^-1``, ``C = S^-1 + X^T D^-1 X`` with ``S = sig [[0, 1], [1, 0]]``. Returns False when
+    the form is unusable (a diagonal entry not positive, or ``C`` singular to rounding): the
+    caller then factorises the dense matrix.
+    """
+    G = d.shape[0]
+    c11 = 0.0
+    c12 = 0.0
+    c22 = 0.0
+    for i in range(G):
+        if not d[i] > 0.0:
+            return False
+        r = 1.0 / d[i]
+        W[0, i] = r
+        W[1, i] = x1[i]
+        W[2, i] = x2[i]
+        c11 += x1[i] * x1[i] * r
+        c12 += x1[i] * x2[i] * r
+        c22 += x2[i] * x2[i] * r
+    c12 += 1.0 / sig
+    det = c11 * c22 - c12 * c12
+    if not abs(det) > 1e-10 * (abs(c11 * c22) + c12 * c12):
+        return False
+    W[3, 0] = c22 / det
+    W[3, 1] = -c12 / det
+    W[3, 2] = c11 / det
+    return True
+
+
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
+def _wb_accurate(d, x1, x2, sig, r, z):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """Whether ``z`` solves ``(diag(d) + sig (x1 x2^T + x2 x1^T)) z = r`` to ``1e-10``.
+
+    The residual is measured against the size of the terms it sums (normwise), so a solve
+    the Woodbury form lost to cancellation is caught and redone with the dense factor.
+    """
+    G = z.shape[0]
+    h1 = 0.0
+    h2 = 0.0
+    for i in range(G):
+        h1 += x1[i] * z[i]
+        h2 += x2[i] * z[i]
+    err = 0.0
+    scale = 0.0
+    for i in range(G):
+        dz = d[i] * z[i]
+        lr = sig * (x1[i] * h2 + x2[i] * h1)
+        err = max(err, abs(r[i] - dz - lr))
+        scale = max(scale, abs(r[i]), abs(dz), abs(lr))
+    return err <= 1e-10 * scale
+
+
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
+def _step(isl, isu, sc, zl, zu, zc, cs, cp, alpha, ff, L, W, use_wb, xc, xe, s11, s12, s22, rd,
+          rp, tl, tu, tc, has_eq, dy, dzl, dzu):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Newton step for complementarity targets ``tl, tu, tc``; returns ``dzc, dnu, c.dy``.
 
+    ``isl, isu`` are the inverse slacks ``1/(y - lo)``, ``1/(1 - y)`` (multiplications on the
+    per-vertex loops instead of divisions, which cost several times more and do not vectorise).
+
     The augmented system ``[[M, c, e], [c^T, -sc/zc, 0], [e^T, 0, 0]]`` (vertices, budget,
-    size) is solved by block elimination with the Cholesky factor ``L`` of ``M``. The budget
+    size) is solved by block elimination with the Cholesky factor ``L`` of ``M`` (or its
+    Woodbury form ``W`` when ``use_wb``, see :func:`_solve`). The budget
     row enters as ``cp = c - alpha e`` with ``alpha = (c . M^-1 e) / (e . M^-1 e)``, i.e.
     orthogonalised against the size row in the ``M^-1`` metric (an exact rewriting: the size
     equation turns ``c . dy`` into ``cp . dy + alpha rp``, and the size multiplier absorbs
@@ -87,10 +180,10 @@ def _step(sl, su, sc, zl, zu, zc, cs, cp, alpha, ff, L, xc, xe, s11, s12, s22, r
     G = dy.shape[0]
     for i in range(G):
         if ff[i] > 0:
-            dy[i] = -rd[i] + (tl[i] - zl[i] * sl[i]) / sl[i] - (tu[i] - zu[i] * su[i]) / su[i]
+            dy[i] = -rd[i] + tl[i] * isl[i] - zl[i] - tu[i] * isu[i] + zu[i]
         else:
             dy[i] = 0.0
-    _chol_solve(L, dy)
+    _solve(L, W, use_wb, dy)
     r2 = sc - tc / zc
     cx = 0.0
     ex = 0.0
@@ -111,8 +204,8 @@ def _step(sl, su, sc, zl, zu, zc, cs, cp, alpha, ff, L, xc, xe, s11, s12, s22, r
         if ff[i] > 0:
             dy[i] = dy[i] - dzc * xc[i] - (dnu * xe[i] if has_eq else 0.0)
             cdy += cs[i] * dy[i]
-            dzl[i] = (tl[i] - zl[i] * sl[i] - zl[i] * dy[i]) / sl[i]
-            dzu[i] = (tu[i] - zu[i] * su[i] + zu[i] * dy[i]) / su[i]
+            dzl[i] = (tl[i] - zl[i] * dy[i]) * isl[i] - zl[i]
+            dzu[i] = (tu[i] + zu[i] * dy[i]) * isu[i] - zu[i]
         else:
             dy[i] = 0.0
             dzl[i] = 0.0
@@ -121,34 +214,28 @@ def _step(sl, su, sc, zl, zu, zc, cs, cp, alpha, ff, L, xc, xe, s11, s12, s22, r
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FAST)
-def _max_step(sl, su, sc, zl, zu, zc, dy, dzl, dzu, dzc, cdy, ff):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
-    """Largest alpha in (0, 1] keeping every slack and dual positive."""
-    al = 1.0
+def _max_step(isl, isu, sc, izl, izu, zc, dy, dzl, dzu, dzc, cdy):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """Largest alpha in (0, 1] keeping every slack and dual positive.
+
+    ``1 / max(1, max_i -ds_i / s_i)`` over slacks and duals ``s`` with inverses ``is``
+    (``izl = izu = 0`` and ``dy = 0`` on fixed vertices): a branch-free maximum of products.
+    """
+    mx = 1.0
     for i in range(dy.shape[0]):
-        if ff[i] > 0:
-            if dy[i] < 0:
-                al = min(al, -sl[i] / dy[i])
-            elif dy[i] > 0:
-                al = min(al, su[i] / dy[i])
-            if dzl[i] < 0:
-                al = min(al, -zl[i] / dzl[i])
-            if dzu[i] < 0:
-                al = min(al, -zu[i] / dzu[i])
-    if cdy > 0:
-        al = min(al, sc / cdy)
-    if dzc < 0:
-        al = min(al, -zc / dzc)
-    return al
+        mx = max(mx, -dy[i] * isl[i], dy[i] * isu[i], -dzl[i] * izl[i], -dzu[i] * izu[i])
+    mx = max(mx, cdy / sc, -dzc / zc)
+    return 1.0 / mx
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FAST)
-def _merit_change(A, b, y, sl, su, sc, ff, t, al, dy, cdy, ut, f0):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+def _merit_change(A, b, pk, sig, lowrank, y, isl, isu, sc, ff, t, al, dy, cdy, ut, f0):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Change of the barrier merit ``f(y) - t sum log(slacks)`` along ``al * dy``.
 
     Returns ``f(y + al dy) - f0 - t sum log(1 + al ds / s)`` (inf outside the box). The log
-    terms are accumulated as products of 8 ratios per ``log`` call (each ratio lies in
-    ``[0.005, 1e3]`` under the fraction-to-boundary rule, so no product over/underflows):
-    ``log`` dominated the iteration's cost otherwise. ``ut`` is scratch for the trial ``1/y``.
+    terms are accumulated as products of 32 ratios per ``log`` call (each ratio lies in
+    ``[0.005, 1e3]`` under the fraction-to-boundary rule, so a product stays within
+    ``[1e-74, 1e96]``): ``log`` dominated the iteration's cost otherwise. ``ut`` is scratch
+    for the trial ``1/y``.
     """
     G = y.shape[0]
     logs = 0.0
@@ -157,13 +244,13 @@ def _merit_change(A, b, y, sl, su, sc, ff, t, al, dy, cdy, ut, f0):  # type: ign
     for i in range(G):
         ut[i] = 1.0 / (y[i] + al * dy[i])
         if ff[i] > 0:
-            rl = 1.0 + al * dy[i] / sl[i]
-            ru = 1.0 - al * dy[i] / su[i]
+            rl = 1.0 + al * dy[i] * isl[i]
+            ru = 1.0 - al * dy[i] * isu[i]
             if not (rl > 0 and ru > 0):
                 return np.inf
             prod *= rl * ru
             cnt += 1
-            if cnt == 4:
+            if cnt == 16:
                 logs += np.log(prod)
                 prod = 1.0
                 cnt = 0
@@ -171,17 +258,96 @@ def _merit_change(A, b, y, sl, su, sc, ff, t, al, dy, cdy, ut, f0):  # type: ign
     if not rc > 0:
         return np.inf
     logs += np.log(prod * rc)
-    val = 0.0
-    for i in range(G):
-        s = b[i]
-        for j in range(i + 1, G):
-            s += A[i, j] * ut[j]
-        val += s * ut[i]
-    return (val - f0) - t * logs
+    return (_value(A, b, pk, sig, lowrank, ut) - f0) - t * logs
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FAST)
-def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+def _value(A, b, pk, sig, lowrank, u):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """``f = sum_{i<j} A_ij u_i u_j + b . u``; ``O(G)`` for the disagreement structure,
+    ``sig (T1 T2 - sum_i p_i (1 - p_i) u_i^2) + b . u`` with ``T1 = p . u``,
+    ``T2 = (1 - p) . u`` (both sums of nonnegative terms)."""
+    G = u.shape[0]
+    val = 0.0
+    if lowrank:
+        t1 = 0.0
+        t2 = 0.0
+        dg = 0.0
+        for i in range(G):
+            t1 += pk[i] * u[i]
+            t2 += (1.0 - pk[i]) * u[i]
+            dg += pk[i] * (1.0 - pk[i]) * u[i] * u[i]
+            val += b[i] * u[i]
+        return val + sig * (t1 * t2 - dg)
+    for i in range(G):
+        s = b[i]
+        for j in range(i + 1, G):
+            s += A[i, j] * u[j]
+        val += s * u[i]
+    return val
+
+
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
+def _au_plus_b(A, b, pk, sig, lowrank, u, q):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """``q = A u + b`` (zero diagonal ``A``); ``O(G)`` for the disagreement structure,
+    ``q_i = b_i + sig (p_i (T2 - (1 - p_i) u_i) + (1 - p_i) (T1 - p_i u_i))``."""
+    G = u.shape[0]
+    if lowrank:
+        t1 = 0.0
+        t2 = 0.0
+        for i in range(G):
+            t1 += pk[i] * u[i]
+            t2 += (1.0 - pk[i]) * u[i]
+        for i in range(G):
+            q[i] = b[i] + sig * (pk[i] * (t2 - (1.0 - pk[i]) * u[i])
+                                 + (1.0 - pk[i]) * (t1 - pk[i] * u[i]))
+        return
+    for i in range(G):
+        s = b[i]
+        for j in range(G):
+            s += A[i, j] * u[j]
+        q[i] = s
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _structure(a, p):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """``max a``, ``sum a`` and the largest ``|a_ij - d_ij|`` (``d`` the disagreement of ``p``,
+    0 on the diagonal). Full ``fastmath`` (the maxima vectorise): the caller's ``a`` is finite
+    and ``p`` in [0, 1], so no NaN or inf can reach these loops."""
+    G = a.shape[0]
+    amax = 0.0
+    asum = 0.0
+    dev = 0.0
+    for i in range(G):
+        pi = p[i]
+        qi = 1.0 - pi
+        for j in range(i):
+            v = a[i, j]
+            amax = max(amax, v)
+            asum += v
+            dev = max(dev, abs(v - (pi * (1.0 - p[j]) + qi * p[j])))
+        v = a[i, i]
+        amax = max(amax, v)
+        asum += v
+        dev = max(dev, abs(v))
+        for j in range(i + 1, G):
+            v = a[i, j]
+            amax = max(amax, v)
+            asum += v
+            dev = max(dev, abs(v - (pi * (1.0 - p[j]) + qi * p[j])))
+    return amax, asum, dev
+
+
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
+def _scale(a, amax, s2, A):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """``A = s2 (a / amax)``, the problem's normalised proxy (see :func:`ipm_batch`)."""
+    G = a.shape[0]
+    for i in range(G):
+        for j in range(G):
+            A[i, j] = (a[i, j] / amax) * s2
+
+
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
+def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Solve every problem; returns ``y (m, G)``, ``zc (m,)``, ``nu (m,)``, ``iters``, ``done``,
     ``amax (m,)``, ``s2 (m,)``.
 
@@ -193,6 +359,13 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
     units (multiply by ``amax / s2`` for the proxy's). ``fixed[k, i]`` holds vertex ``i`` of
     problem ``k`` at ``y0[k, i]``. A zero cost row ``cs[k]`` drops the budget (its multiplier
     then tends to 0).
+
+    ``p (m, G)`` are the success probabilities: a problem whose ``a`` is their disagreement
+    ``a_ij = p_i (1 - p_j) + (1 - p_i) p_j`` (``i != j``, to ``1e-13 max a``; the default
+    proxy, also on any sub-group) has the Newton matrix ``diag + rank 2``, solved in ``O(G)``
+    per right-hand side in Woodbury form instead of an ``O(G^3)`` Cholesky factorisation;
+    each iteration's form is checked on the budget column's solve (:func:`_wb_accurate`) and
+    the dense factor is used instead when the check fails.
     """
     m, G = cs.shape
     y_out = np.empty((m, G))
@@ -225,26 +398,34 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
     tl = np.empty(G)
     tu = np.empty(G)
     ut = np.empty(G)
+    W = np.empty((4, G))
+    isl = np.empty(G)
+    isu = np.empty(G)
+    izl = np.empty(G)
+    izu = np.empty(G)
+    dw = np.empty(G)
+    x1 = np.empty(G)
+    x2 = np.empty(G)
     for k in range(m):
         ak = a[k]
-        amax = 0.0
-        for i in range(G):
-            for j in range(G):
-                amax = max(amax, ak[i, j])
-        tot = 0.0
+        amax, asum, dev = _structure(ak, p[k])
+        # Disagreement structure (see above): A = sig (p (1-p)^T + (1-p) p^T) off the diagonal.
+        lowrank = dev <= 1e-13 * amax
+        tot = 0.5 * asum / amax
         for i in range(G):
             bk[i] = b[k, i] / amax
             tot += bk[i]
-            for j in range(G):
-                A[i, j] = ak[i, j] / amax
-                tot += 0.5 * A[i, j]
         s2 = 1.0 / tot
         for i in range(G):
             bk[i] *= s2
-            for j in range(G):
-                A[i, j] *= s2
+        # The dense A = s2 a / amax is built only where it is used: the dense path, or an
+        # iteration whose Woodbury form fails its check.
+        have_A = not lowrank
+        if have_A:
+            _scale(ak, amax, s2, A)
         amax_out[k] = amax
         s2_out[k] = s2
+        sig = s2 / amax
         c = cs[k]
         nf = 0.0
         for i in range(G):
@@ -257,11 +438,9 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
         gam0 = 0.0
         for i in range(G):
             u[i] = 1.0 / y[i]
+        _au_plus_b(A, bk, p[k], sig, lowrank, u, q)
         for i in range(G):
-            s = bk[i]
-            for j in range(G):
-                s += A[i, j] * u[j]
-            gi = s * u[i] * u[i]
+            gi = q[i] * u[i] * u[i]
             if ff[i] > 0 and gi > gam0:
                 gam0 = gi
         mu0 = mu_scale * max(gam0, 1e-300)
@@ -289,29 +468,35 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
                 u[i] = 1.0 / y[i]
             gam = 0.0
             sumy = 0.0
+            _au_plus_b(A, bk, p[k], sig, lowrank, u, q)
             for i in range(G):
-                s = bk[i]
-                for j in range(G):
-                    s += A[i, j] * u[j]
-                q[i] = s
-                g[i] = -s * u[i] * u[i]
+                g[i] = -q[i] * u[i] * u[i]
                 if ff[i] > 0:
                     gam = max(gam, abs(g[i]))
                 sumy += y[i]
             gam = max(gam, 1e-300)
+            igam = 1.0 / gam
             err = 0.0
             mu = zc * sc
             for i in range(G):
                 if ff[i] > 0:
                     rd[i] = g[i] - zl[i] + zu[i] + zc * c[i] + nu
-                    err = max(err, abs(rd[i]) / gam)
+                    err = max(err, abs(rd[i]) * igam)
                     # Same measure as kkt_residual: projected-gradient residual per coordinate.
-                    err = max(err, min(sl[i], zl[i] / gam), min(su[i], zu[i] / gam))
+                    err = max(err, min(sl[i], zl[i] * igam), min(su[i], zu[i] * igam))
                     mu += zl[i] * sl[i] + zu[i] * su[i]
+                    isl[i] = 1.0 / sl[i]
+                    isu[i] = 1.0 / su[i]
+                    izl[i] = 1.0 / zl[i]
+                    izu[i] = 1.0 / zu[i]
                 else:
                     rd[i] = 0.0
+                    isl[i] = 1.0
+                    isu[i] = 1.0
+                    izl[i] = 0.0
+                    izu[i] = 0.0
             mu /= ncomp
-            err = max(err, zc * cmax * sc / gam)
+            err = max(err, zc * cmax * sc * igam)
             rp = (n[k] - sumy) if has_eq else 0.0
             if has_eq:
                 err = max(err, abs(rp) / n[k])
@@ -321,44 +506,72 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
             if it >= max_iter:
                 break
             it += 1
-            # Newton matrix of the vertices (Hessian + barrier diagonal, lower triangle;
-            # fixed vertices get identity rows), factorised once per iteration.
-            for i in range(G):
-                if ff[i] > 0:
-                    ui2 = u[i] * u[i]
-                    for j in range(i):
-                        K[i, j] = A[i, j] * ui2 * u[j] * u[j] * ff[j]
-                    K[i, i] = 2.0 * q[i] * ui2 * u[i] + zl[i] / sl[i] + zu[i] / su[i]
-                else:
-                    for j in range(i):
-                        K[i, j] = 0.0
-                    K[i, i] = 1.0
-            if not _chol(K):
+            # Newton matrix of the vertices (Hessian + barrier diagonal; fixed vertices get
+            # identity rows), factorised once per iteration: in Woodbury form for the
+            # disagreement structure, else densely (lower triangle) by Cholesky.
+            use_wb = False
+            if lowrank:
+                for i in range(G):
+                    if ff[i] > 0:
+                        ui2 = u[i] * u[i]
+                        x1[i] = ui2 * p[k, i]
+                        x2[i] = ui2 * (1.0 - p[k, i])
+                        dw[i] = (2.0 * q[i] * ui2 * u[i] + zl[i] * isl[i] + zu[i] * isu[i]
+                                 - 2.0 * sig * x1[i] * x2[i])
+                    else:
+                        x1[i] = 0.0
+                        x2[i] = 0.0
+                        dw[i] = 1.0
+                use_wb = _wb_factor(dw, x1, x2, sig, W)
+            singular = False
+            for _attempt in range(2):
+                if not use_wb:
+                    if not have_A:
+                        _scale(ak, amax, s2, A)
+                        have_A = True
+                    for i in range(G):
+                        if ff[i] > 0:
+                            ui2 = u[i] * u[i]
+                            for j in range(i):
+                                K[i, j] = A[i, j] * ui2 * u[j] * u[j] * ff[j]
+                            K[i, i] = 2.0 * q[i] * ui2 * u[i] + zl[i] * isl[i] + zu[i] * isu[i]
+                        else:
+                            for j in range(i):
+                                K[i, j] = 0.0
+                            K[i, i] = 1.0
+                    if not _chol(K):
+                        singular = True
+                        break
+                alpha = 0.0
+                s22 = 0.0
+                if has_eq:
+                    for i in range(G):
+                        xe[i] = ff[i]
+                    _solve(K, W, use_wb, xe)
+                    ce = 0.0
+                    for i in range(G):
+                        s22 += ff[i] * xe[i]
+                        ce += c[i] * ff[i] * xe[i]
+                    alpha = ce / s22
+                for i in range(G):
+                    cp[i] = (c[i] - alpha) * ff[i]
+                    xc[i] = cp[i]
+                _solve(K, W, use_wb, xc)
+                if not use_wb or (_wb_accurate(dw, x1, x2, sig, cp, xc) and not (
+                        has_eq and not _wb_accurate(dw, x1, x2, sig, ff, xe))):
+                    break
+                use_wb = False
+            if singular:
                 break
-            alpha = 0.0
-            s22 = 0.0
-            if has_eq:
-                for i in range(G):
-                    xe[i] = ff[i]
-                _chol_solve(K, xe)
-                ce = 0.0
-                for i in range(G):
-                    s22 += ff[i] * xe[i]
-                    ce += c[i] * ff[i] * xe[i]
-                alpha = ce / s22
-            for i in range(G):
-                cp[i] = (c[i] - alpha) * ff[i]
-                xc[i] = cp[i]
-            _chol_solve(K, xc)
             s11 = sc / zc
             s12 = 0.0
             for i in range(G):
                 s11 += cp[i] * xc[i]
                 if has_eq:
                     s12 += cp[i] * xe[i]
-            dzc, dnu, cdy = _step(sl, su, sc, zl, zu, zc, c, cp, alpha, ff, K, xc, xe, s11, s12,
-                                  s22, rd, rp, zero, zero, 0.0, has_eq, dy, dzl, dzu)
-            al = _max_step(sl, su, sc, zl, zu, zc, dy, dzl, dzu, dzc, cdy, ff)
+            dzc, dnu, cdy = _step(isl, isu, sc, zl, zu, zc, c, cp, alpha, ff, K, W, use_wb, xc,
+                                  xe, s11, s12, s22, rd, rp, zero, zero, 0.0, has_eq, dy, dzl, dzu)
+            al = _max_step(isl, isu, sc, izl, izu, zc, dy, dzl, dzu, dzc, cdy)
             mu_aff = (sc - al * cdy) * (zc + al * dzc)
             for i in range(G):
                 if ff[i] > 0:
@@ -371,9 +584,9 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
                 tl[i] = smu - dy[i] * dzl[i]
                 tu[i] = smu + dy[i] * dzu[i]
             tc = smu + cdy * dzc
-            dzc, dnu, cdy = _step(sl, su, sc, zl, zu, zc, c, cp, alpha, ff, K, xc, xe, s11, s12,
-                                  s22, rd, rp, tl, tu, tc, has_eq, dy, dzl, dzu)
-            al = 0.995 * _max_step(sl, su, sc, zl, zu, zc, dy, dzl, dzu, dzc, cdy, ff)
+            dzc, dnu, cdy = _step(isl, isu, sc, zl, zu, zc, c, cp, alpha, ff, K, W, use_wb, xc,
+                                  xe, s11, s12, s22, rd, rp, tl, tu, tc, has_eq, dy, dzl, dzu)
+            al = 0.995 * _max_step(isl, isu, sc, izl, izu, zc, dy, dzl, dzu, dzc, cdy)
             # Globalisation: the step must decrease the barrier merit psi_t (Armijo, with a
             # rounding allowance). Otherwise fall back to the pure centring direction, which
             # is a descent direction of psi_t (its matrix is positive definite on the
@@ -386,21 +599,25 @@ def ipm_batch(a, b, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # t
             dd = smu * cdy / sc
             for i in range(G):
                 if ff[i] > 0:
-                    dd += (g[i] - smu / sl[i] + smu / su[i]) * dy[i]
-            if not (dd < 0 and _merit_change(A, bk, y, sl, su, sc, ff, smu, al, dy, cdy, ut, f0)
+                    dd += (g[i] - smu * isl[i] + smu * isu[i]) * dy[i]
+            pk = p[k]
+            if not (dd < 0 and _merit_change(A, bk, pk, sig, lowrank, y, isl, isu, sc, ff, smu, al,
+                                             dy, cdy, ut, f0)
                     <= 1e-4 * al * dd + slack):
                 for i in range(G):
                     tl[i] = smu
                     tu[i] = smu
-                dzc, dnu, cdy = _step(sl, su, sc, zl, zu, zc, c, cp, alpha, ff, K, xc, xe, s11,
-                                      s12, s22, rd, rp, tl, tu, smu, has_eq, dy, dzl, dzu)
-                al = 0.995 * _max_step(sl, su, sc, zl, zu, zc, dy, dzl, dzu, dzc, cdy, ff)
+                dzc, dnu, cdy = _step(isl, isu, sc, zl, zu, zc, c, cp, alpha, ff, K, W, use_wb,
+                                      xc, xe, s11, s12, s22, rd, rp, tl, tu, smu, has_eq, dy, dzl,
+                                      dzu)
+                al = 0.995 * _max_step(isl, isu, sc, izl, izu, zc, dy, dzl, dzu, dzc, cdy)
                 dd = smu * cdy / sc
                 for i in range(G):
                     if ff[i] > 0:
-                        dd += (g[i] - smu / sl[i] + smu / su[i]) * dy[i]
+                        dd += (g[i] - smu * isl[i] + smu * isu[i]) * dy[i]
                 for _bt in range(40):
-                    if _merit_change(A, bk, y, sl, su, sc, ff, smu, al, dy, cdy, ut, f0) <= (
+                    if _merit_change(A, bk, pk, sig, lowrank, y, isl, isu, sc, ff, smu, al, dy, cdy,
+                                     ut, f0) <= (
                             1e-4 * al * min(dd, 0.0) + slack):
                         break
                     al *= 0.5

@@ -24,25 +24,31 @@ from pairht.allocation.proxies import check_energy
 
 
 # ------------------------------------------------------------------------- unchecked formulas
-def _value(pi: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _value_gradient(pi: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``f`` and ``grad f`` at ``pi`` from one product ``A u`` (the ``(..., G, G)`` pass)."""
     u = 1.0 / pi
     au = np.einsum("...ij,...j->...i", a, u)
-    return 0.5 * np.einsum("...i,...i->...", u, au) + np.einsum("...i,...i->...", b, u)
+    value = 0.5 * np.einsum("...i,...i->...", u, au) + np.einsum("...i,...i->...", b, u)
+    return value, -(au + b) * u * u
+
+
+def _value(pi: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _value_gradient(pi, a, b)[0]
 
 
 def _gradient(pi: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    u = 1.0 / pi
-    q = np.einsum("...ij,...j->...i", a, u) + b
-    return -q * u * u
+    return _value_gradient(pi, a, b)[1]
 
 
 def _residual(
     pi: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray, budget: np.ndarray,
     pi_min: float, lam: np.ndarray, nu: np.ndarray | None = None,
     size: np.ndarray | None = None, shift: np.ndarray | None = None,
-    room: np.ndarray | None = None,
+    room: np.ndarray | None = None, g: np.ndarray | None = None,
 ) -> np.ndarray:
     """:func:`kkt_residual` on validated arrays; see there for the terms.
+
+    ``g`` is the gradient at ``pi`` if the caller has it (:func:`_value_gradient`).
 
     ``shift`` (shape ``(...)``) states that ``nu`` is the multiplier of the size row when the
     budget row is written ``(c - shift) . pi <= budget - shift n`` (the same constraint on
@@ -53,7 +59,8 @@ def _residual(
     ``room - (c - shift) . pi`` (see :func:`_room`; ``room`` overrides ``budget - shift n``,
     e.g. with the exact least cost when the budget counts as that cost).
     """
-    g = _gradient(pi, a, b)
+    if g is None:
+        g = _gradient(pi, a, b)
     gamma = np.maximum(np.max(np.abs(g), axis=-1), 1e-300)
     nu_ = np.zeros_like(lam) if nu is None else np.where(np.isnan(nu), 0.0, nu)
     cw = c if shift is None else c - shift[..., None]

@@ -23,6 +23,7 @@ from pairht._validation import (
     check_symmetric,
     check_table_size,
 )
+from pairht.allocation._pair_tables import disagreement_fill, vertex_term_fill
 from pairht.registry import Registry
 
 ProxyKind = Literal["disagreement", "score_norm", "energy"]
@@ -81,11 +82,16 @@ def disagreement(p_hat: ArrayLike) -> np.ndarray:
     """
     p = check_probabilities("p_hat", p_hat)
     check_pair_table_size(p.shape)
-    pi, pj = p[..., :, None], p[..., None, :]
-    d = pi * (1.0 - pj) + (1.0 - pi) * pj
+    return _disagreement_table(p)
+
+
+def _disagreement_table(p: np.ndarray) -> np.ndarray:
+    """:func:`disagreement` of a checked float ``(..., G)`` array (the proxies' own path)."""
     g = p.shape[-1]
-    d[..., np.arange(g), np.arange(g)] = 0.0
-    return d
+    flat = np.ascontiguousarray(p.reshape(-1, g))
+    d = np.empty((flat.shape[0], g, g))
+    disagreement_fill(flat, d)
+    return d.reshape(*p.shape, g)
 
 
 def check_energy(
@@ -166,7 +172,7 @@ NEEDS_DOC = {"score_norm": "(..., G), the predicted m_i",
 
 @PROXIES.register("disagreement")
 def _disagreement_proxy(p: np.ndarray, _: Any) -> np.ndarray:
-    return disagreement(p)
+    return _disagreement_table(p)  # p was checked by edge_proxy
 
 
 @PROXIES.register("score_norm", needs="score_norm")
@@ -177,7 +183,7 @@ def _score_norm_proxy(p: np.ndarray, score_norm: Any) -> np.ndarray:
     if np.any(m < 0):
         raise ValueError(f"score_norm must be nonnegative (a norm); got min {m.min()!r}")
     mm = m[..., :, None] + m[..., None, :]
-    return disagreement(p) * mm * mm / 4.0
+    return _disagreement_table(p) * mm * mm / 4.0
 
 
 @PROXIES.register("energy", needs="energy")
@@ -215,9 +221,10 @@ def covariance_term(a: ArrayLike) -> np.ndarray:
 def shared_vertex_term(a: np.ndarray) -> np.ndarray:
     """:func:`covariance_term` without validation, for a float ``(..., G, G)`` proxy with zero
     diagonal that this module built."""
-    # Row sums as products with a ones vector: numpy's reduction over short rows costs
-    # several times a matrix-vector product on the (..., G, G) tables of a batch.
-    one = np.ones(a.shape[-1])
-    tot = np.sqrt(a) @ one
-    # (sum sqrt a)^2 >= sum a exactly; rounding can leave -1e-17 when a row has one edge.
-    return np.maximum(tot * tot - a @ one, 0.0)
+    # One compiled pass per row, no (..., G, G) temporary (see _pair_tables). (sum sqrt a)^2
+    # >= sum a exactly; rounding can leave -1e-17 when a row has one edge: clipped at 0.
+    g = a.shape[-1]
+    flat = np.ascontiguousarray(a.reshape(-1, g, g), dtype=np.float64)
+    out = np.empty(flat.shape[:2])
+    vertex_term_fill(flat, out)
+    return out.reshape(a.shape[:-1])

@@ -19,6 +19,7 @@ constraints are *linear*, including the size equality ``sum pi = n`` that is not
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,7 @@ from pairht.allocation.kkt import (
     _residual,
     _room,
     _value,
+    _value_gradient,
     kkt_residual,
     proxy_gradient,
     proxy_value,
@@ -365,14 +367,20 @@ def validate_costs(
     lo = check_pi_min(pi_min)
     batch = c.shape[:-1]
     bud = broadcast_budget(budget, batch)
-    floor = lo * c.sum(axis=-1)
+    check_floor_cost(bud, c.sum(axis=-1), lo, f"sum({name})")
+    return c, bud, lo
+
+
+def check_floor_cost(bud: np.ndarray, full: np.ndarray, lo: float, cost: str) -> None:
+    """``ValueError`` unless every budget is at least the floor's cost ``lo * full`` (within
+    ``EDGE_RTOL``, Proposition 2's existence condition); ``cost`` names the summed costs."""
+    floor = lo * full
     bad = bud < floor * (1.0 - EDGE_RTOL)
     if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(np.atleast_1d(bad))[0])[: len(batch)]
+        idx = tuple(int(i) for i in np.argwhere(np.atleast_1d(bad))[0])[: np.ndim(bud)]
         raise ValueError(
-            f"budget is infeasible: it must be at least the floor's cost pi_min * sum({name}) = "
+            f"budget is infeasible: it must be at least the floor's cost pi_min * {cost} = "
             f"{float(floor[idx])!r} (pi_min = {lo}); got budget{list(idx)} = {float(bud[idx])!r}")
-    return c, bud, lo
 
 
 def check_warm_start(warm_start: ArrayLike | None, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -442,7 +450,12 @@ def allocate(
     barrier-merit line search, one compiled (numba) loop over the problems of the batch
     (:mod:`pairht.allocation._ipm_kernel`; no Python loop per problem). Each iteration
     factorises one ``(G+1)``- or ``(G+2)``-square augmented Newton system (vertices, budget
-    row, size row) once and reuses it for predictor and corrector. Chosen over a dual method
+    row, size row) once and reuses it for predictor and corrector. With the disagreement proxy
+    (the default, also on a sub-group) the vertex block is ``diag + rank 2``
+    (``a = p (1-p)^T + (1-p) p^T`` off the diagonal), so it is solved in Woodbury form in
+    ``O(G)`` per right-hand side, as are ``f`` and its gradient; each iteration's form is
+    checked against its own residual and replaced by a dense Cholesky factorisation when the
+    check fails. Other proxies are factorised densely. Chosen over a dual method
     (bisection / Newton on the budget multiplier with an inner projected Newton in ``pi``)
     because one Newton system handles the budget, the bounds and the size equality together
     with quadratic local convergence (6.4-8.7 iterations on average from a cold start at
@@ -652,7 +665,7 @@ def _solve_checked(p: np.ndarray, c: np.ndarray, bud: np.ndarray, lo: float, a: 
     warm = check_warm_start(warm_start, p.shape)
     auto = isinstance(size, str) and size == "auto"
     sizes = None if auto else resolve_sizes(size, c, bud, lo)
-    m = int(np.prod(batch, dtype=np.int64))
+    m = math.prod(batch)
     flat = (p.reshape(m, G), c.reshape(m, G), bud.reshape(m), lo, a.reshape(m, G, G),
             b.reshape(m, G), None if warm is None else warm.reshape(m, G))
     if auto:
@@ -835,7 +848,8 @@ def _solve_flat(
         A_, B_ = (a, b) if every else (a[idx], b[idx])
         R_ = row[idx]
         y, zc, nu_s, it, _, amax, s2 = ipm_batch(
-            np.ascontiguousarray(A_), np.ascontiguousarray(B_), np.ascontiguousarray(R_),
+            np.ascontiguousarray(A_), np.ascontiguousarray(B_),
+            np.ascontiguousarray(p if every else p[idx]), np.ascontiguousarray(R_),
             lo, np.zeros(idx.size) if nf is None else nf[idx], n is not None,
             np.ascontiguousarray(fixed[idx]), np.ascontiguousarray(y0[idx]),
             0.1, 0.1 * tol, max_iter)
@@ -886,8 +900,9 @@ def _solve_flat(
             c_res = np.where(face_tied & tight[:, None], face_t[:, None], c)
             room[tight] = np.einsum("bi,bi->b", c_res[tight] - face_t[tight, None],
                                     face_pt[tight])
+    objective, grad = _value_gradient(pi, a, b)
     res = _residual(pi, a, b, c_res, bud, lo, lam,
-                    None if n is None else nu, nf, None if n is None else shift, room)
+                    None if n is None else nu, nf, None if n is None else shift, room, grad)
     converged = res <= tol
     failed = ~converged & (iters > 0)
     status[failed] = "max_iterations"
@@ -900,13 +915,14 @@ def _solve_flat(
             lam[k], nu[k] = _lstsq_multipliers(pi[k], a[k], b[k], c[k], float(bud[k]), lo,
                                                None if nf is None else float(nf[k]))
         shift[fb] = 0.0
+        objective[fb] = _value(pi[fb], a[fb], b[fb])
         res[fb] = _residual(pi[fb], a[fb], b[fb], c[fb], bud[fb], lo, lam[fb],
                             None if n is None else nu[fb], None if nf is None else nf[fb])
         converged = res <= tol
     cost = np.einsum("bi,bi->b", c, pi)
     return {
         "pi": pi,
-        "objective": _value(pi, a, b),
+        "objective": objective,
         "kkt_residual": res,
         "iterations": iters,
         "status": status.astype(str),

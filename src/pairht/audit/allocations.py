@@ -69,9 +69,8 @@ def step_inputs(pop: Population, scale: float) -> StepInputs:
     population's ``prefix_len`` (the length-energy proxy reads it).
     """
     fin = finished_mask(pop)
-    c = np.where(fin, 0.0, pop.c_hat)
-    return StepInputs(p_hat=pop.p_hat, c_hat=c, finished=fin, budget=scale * c.sum(axis=1),
-                      prefix_tokens=pop.prefix_len)
+    return StepInputs.from_ratio(pop.p_hat, np.where(fin, 0.0, pop.c_hat), fin, scale,
+                                 prefix_tokens=pop.prefix_len)
 
 
 def allocation(name: str, pop: Population, scale: float, cfg: AuditConfig,

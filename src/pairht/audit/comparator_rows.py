@@ -49,11 +49,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Mapping
-from types import MappingProxyType, SimpleNamespace
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from pairht.allocation.inputs import StepInputs
 from pairht.audit.base import (
     AuditConfig,
     Plan,
@@ -83,10 +84,10 @@ def population_history(pop: Population, kind: str) -> dict[str, np.ndarray]:
     return {"successes": s.astype(np.float64), "trials": np.full(pop.n_prompts, float(G))}
 
 
-def _inputs(pop: Population, budget: np.ndarray, history: dict[str, np.ndarray] | None) -> Any:
-    """The step inputs of the whole population as one batch (attributes the comparators read)."""
-    return SimpleNamespace(p_hat=pop.p_hat, c_hat=pop.c_hat, finished=finished_mask(pop),
-                           budget=budget, history=history)
+def _inputs(pop: Population, budget: np.ndarray, history: dict[str, np.ndarray] | None
+            ) -> StepInputs:
+    """The step inputs of the whole population as one batch."""
+    return StepInputs(pop.p_hat, pop.c_hat, finished_mask(pop), budget=budget, history=history)
 
 
 def _nearest_rollouts(pi_of: Any, C: np.ndarray, target: float, n_max: int

@@ -1,8 +1,8 @@
 r"""What the comparators read from a step's inputs, and the group-size design they share.
 
-Comparators accept any object with the attributes of ``pairht.step.StepInputs`` (``p_hat``,
-``c_hat``, ``finished``, ``budget``, ``history``), so they run before and after that module
-exists. A prompt-level decision "continue ``k_b`` of the ``U_b`` unfinished candidates" is
+Comparators read :class:`~pairht.allocation.inputs.StepInputs` (``pairht.step.StepInputs``,
+validated on construction): ``p_hat``, ``c_hat``, ``finished``, ``budget`` and ``history``.
+A prompt-level decision "continue ``k_b`` of the ``U_b`` unfinished candidates" is
 expressed over the ``G`` candidates as simple random sampling without replacement (SRSWOR):
 
 .. math:: \pi_i = k_b / U_b,\qquad
@@ -22,86 +22,21 @@ pairs of an unfinished candidate are never observed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
-
 import numpy as np
 
-from pairht._validation import (
-    RNGLike,
-    as_generator,
-    as_real_array,
-    check_finite,
-    check_probabilities,
-)
-from pairht.designs.base import srswor_inclusion
+from pairht._validation import RNGLike, as_generator, check_finite
+from pairht.allocation.inputs import StepInputs
+from pairht.designs.base import srswor_inclusion, srswor_sample
 
 
-class StepInputsLike(Protocol):
-    """The attributes of ``pairht.step.StepInputs`` the comparators read."""
-
-    p_hat: np.ndarray
-    c_hat: np.ndarray
-    finished: np.ndarray
-    budget: np.ndarray
-    history: Any
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Validated arrays of one batch: ``B`` prompts by ``G`` candidates."""
-
-    p_hat: np.ndarray      # (B, G)
-    c_hat: np.ndarray      # (B, G)
-    finished: np.ndarray   # (B, G) bool
-    budget: np.ndarray     # (B,)
-
-    @property
-    def unfinished(self) -> np.ndarray:
-        """``U_b``: number of unfinished candidates per prompt."""
-        return (~self.finished).sum(axis=1)
-
-    @property
-    def n_finished(self) -> np.ndarray:
-        """``F_b``: number of finished (free, always included) candidates per prompt."""
-        return self.finished.sum(axis=1)
-
-
-def read_batch(inputs: StepInputsLike) -> Batch:
-    """Validate the arrays of ``inputs`` (shapes, ranges) into a :class:`Batch`."""
-    p = check_probabilities("inputs.p_hat", inputs.p_hat)
-    if p.ndim != 2 or p.shape[1] < 2:
-        raise ValueError(f"inputs.p_hat must have shape (B, G) with G >= 2; got {p.shape}")
-    c = as_real_array("inputs.c_hat", inputs.c_hat)
-    fin = np.asarray(inputs.finished)
-    if fin.dtype != bool:
-        raise TypeError(f"inputs.finished must be a bool array; got dtype {fin.dtype}")
-    for name, arr in (("inputs.c_hat", c), ("inputs.finished", fin)):
-        if arr.shape != p.shape:
-            raise ValueError(f"{name} must have the shape of inputs.p_hat {p.shape}; "
-                             f"got {arr.shape}")
-    bad = (~fin) & ~(np.isfinite(c) & (c > 0))
-    if bad.any():
-        b, i = np.argwhere(bad)[0]
-        raise ValueError(f"inputs.c_hat must be finite and > 0 on unfinished candidates; "
-                         f"inputs.c_hat[{b}, {i}] = {c[b, i]!r}")
-    c = np.where(fin, 0.0, c)  # finished: nothing left to generate (may be NaN on input)
-    bud = check_finite("inputs.budget", inputs.budget)
-    if bud.shape != (p.shape[0],):
-        raise ValueError(f"inputs.budget must have shape (B,) = ({p.shape[0]},); got {bud.shape}")
-    if np.any(bud < 0):
-        raise ValueError(f"inputs.budget must be >= 0; got min {bud.min()!r}")
-    return Batch(p, c, fin, bud)
-
-
-def read_history(inputs: StepInputsLike, B: int, *, required: bool = True
+def read_history(inputs: StepInputs, B: int, *, required: bool = True
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
     """Return ``(successes, trials, features)`` from ``inputs.history`` (validated).
 
     ``history`` is a mapping with ``"successes"`` and ``"trials"`` (``(B,)``, ``0 <= s <= t``)
     and optionally ``"features"`` (``(B, d)``, prompt features for the GP of VIP).
     """
-    hist = getattr(inputs, "history", None)
+    hist = inputs.history
     if hist is None or "successes" not in hist or "trials" not in hist:
         if not required:
             return None
@@ -118,7 +53,7 @@ def read_history(inputs: StepInputsLike, B: int, *, required: bool = True
         b = int(np.argmax((s < 0) | (s > t)))
         raise ValueError(f"history must satisfy 0 <= successes <= trials; prompt {b} has "
                          f"successes = {s[b]!r}, trials = {t[b]!r}")
-    feats = hist.get("features") if hasattr(hist, "get") else None
+    feats = hist.get("features")
     if feats is not None:
         feats = check_finite("history['features']", feats)
         if feats.ndim != 2 or feats.shape[0] != B:
@@ -126,7 +61,7 @@ def read_history(inputs: StepInputsLike, B: int, *, required: bool = True
     return s, t, feats
 
 
-def rollout_budget(batch: Batch, rollout_budget: int | None) -> int:
+def rollout_budget(inputs: StepInputs, rollout_budget: int | None) -> int:
     r"""Total number of continuations the batch may buy.
 
     ``rollout_budget`` if given, else ``floor(sum_b budget_b / cbar)`` with ``cbar`` the mean
@@ -140,11 +75,11 @@ def rollout_budget(batch: Batch, rollout_budget: int | None) -> int:
         if rollout_budget < 0:
             raise ValueError(f"rollout_budget must be >= 0; got {rollout_budget}")
         return int(rollout_budget)
-    unf = ~batch.finished
+    unf = inputs.unfinished
     if not unf.any():
         return 0
-    cbar = float(batch.c_hat[unf].mean())
-    return int(np.floor(batch.budget.sum() / cbar + 1e-9))
+    cbar = float(inputs.c_hat[unf].mean())
+    return int(np.floor(inputs.budget.sum() / cbar + 1e-9))
 
 
 def srswor_pi(k: np.ndarray, finished: np.ndarray) -> np.ndarray:
@@ -201,29 +136,8 @@ def prompt_sample(k: np.ndarray, finished: np.ndarray, rng: RNGLike = None) -> n
     gen = as_generator(rng)
     U = (~finished).sum(axis=1)
     low = (np.asarray(k) == 1) & (U >= 2)
-    mask = srswor_sample(np.where(low, 0, k), finished, gen)
+    mask = finished | srswor_sample(np.where(low, 0, k), ~finished, gen)
     for b in np.flatnonzero(low):
         unf = ~finished[b]
         mask[b, unf] = gen.random(int(U[b])) < 1.0 / U[b]
     return mask
-
-
-def srswor_sample(k: np.ndarray, finished: np.ndarray, rng: RNGLike = None) -> np.ndarray:
-    """Draw the ``(B, G)`` mask: all finished, plus ``k_b`` unfinished uniformly without
-    replacement."""
-    gen = as_generator(rng)
-    mask = finished.copy()
-    for b in range(finished.shape[0]):
-        idx = np.flatnonzero(~finished[b])
-        if k[b] > 0:
-            mask[b, gen.choice(idx, size=int(k[b]), replace=False)] = True
-    return mask
-
-
-def check_k(k: np.ndarray, finished: np.ndarray) -> None:
-    """Raise ``ValueError`` unless ``0 <= k_b <= U_b``."""
-    U = (~finished).sum(axis=1)
-    if np.any(k < 0) or np.any(k > U):
-        b = int(np.argmax((k < 0) | (k > U)))
-        raise ValueError(f"k must satisfy 0 <= k_b <= U_b (unfinished candidates); prompt {b} "
-                         f"has k = {k[b]}, U = {U[b]}")

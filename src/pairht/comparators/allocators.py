@@ -46,18 +46,16 @@ group; see ``docs/comparators.md``):
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pairht._validation import RNGLike, as_generator, check_pairs_positive
+from pairht.allocation.inputs import StepInputs, check_inputs
 from pairht.comparators._inputs import (
-    StepInputsLike,
     prompt_joint,
     prompt_sample,
-    read_batch,
     read_history,
     rollout_budget,
     srswor_pi,
@@ -78,20 +76,20 @@ def _no_size(name: str, size: Any) -> None:
                          f"continuations per prompt itself; got size={size!r}")
 
 
-def _unspent(batch: Any, pi: np.ndarray) -> np.ndarray:
+def _unspent(inputs: StepInputs, pi: np.ndarray) -> np.ndarray:
     """Per-prompt ``budget_b - sum_u c_i pi_i``; a prompt-level comparator shares the batch's
     budget, so one prompt's entry can be negative while the batch's sum is not."""
-    return batch.budget - np.where(batch.finished, 0.0, batch.c_hat * pi).sum(axis=1)
+    return inputs.budget - np.where(inputs.finished, 0.0, inputs.c_hat * pi).sum(axis=1)
 
 
-def _prompt_info(batch: Any, k: np.ndarray, **extra: Any) -> dict[str, Any]:
-    finished = batch.finished
-    U = (~finished).sum(axis=1)
+def _prompt_info(inputs: StepInputs, k: np.ndarray, **extra: Any) -> dict[str, Any]:
+    finished = inputs.finished
+    U = inputs.n_unfinished
     B = k.shape[0]
     return {"status": np.where(U == 0, "all_finished", "optimal"),
             "converged": np.ones(B, dtype=bool), "k": k,
             "joint": prompt_joint(k, finished), "design": "srswor",
-            "unspent_budget": _unspent(batch, srswor_pi(k, finished)),
+            "unspent_budget": _unspent(inputs, srswor_pi(k, finished)),
             "all_pairs_positive": k >= np.minimum(1, U), **extra}
 
 
@@ -109,21 +107,21 @@ class VIPAllocator:
 
     name = "vip"
 
-    def pi(self, inputs: StepInputsLike, *, rollout_budget: int | None = None,
+    def pi(self, inputs: StepInputs, *, rollout_budget: int | None = None,
            model: str = "rloo", min_group: int = 2, min_rollouts: int = 1,
            signal_var: float = 1.0,
            lengthscale: float | None = None, pi_min: float = 0.08, size: Any = None,
            proxy: str = "disagreement", covariance_term: bool = True,
            ) -> tuple[np.ndarray, dict[str, Any]]:
         _no_size(self.name, size)
-        batch = read_batch(inputs)
-        s, t, feats = read_history(inputs, batch.p_hat.shape[0])  # type: ignore[misc]
+        check_inputs(inputs)
+        s, t, feats = read_history(inputs, inputs.p_hat.shape[0])  # type: ignore[misc]
         p, _var = gp_success_probability(s, t, feats, signal_var=signal_var,
                                          lengthscale=lengthscale)
-        N = rollout_budget_of(batch, rollout_budget)
-        k = vip_group_sizes(p, batch.n_finished, batch.unfinished, N, model=model,  # type: ignore[arg-type]
+        N = rollout_budget_of(inputs, rollout_budget)
+        k = vip_group_sizes(p, inputs.n_finished, inputs.n_unfinished, N, model=model,  # type: ignore[arg-type]
                             min_group=min_group, min_rollouts=min_rollouts)
-        return srswor_pi(k, batch.finished), _prompt_info(batch, k, p_pred=p, rollout_budget=N)
+        return srswor_pi(k, inputs.finished), _prompt_info(inputs, k, p_pred=p, rollout_budget=N)
 
 
 class HORAAllocator:
@@ -139,20 +137,20 @@ class HORAAllocator:
 
     name = "hora"
 
-    def pi(self, inputs: StepInputsLike, *, rollout_budget: int | None = None,
+    def pi(self, inputs: StepInputs, *, rollout_budget: int | None = None,
            min_rollouts: int = 1, pi_min: float = 0.08, size: Any = None,
            proxy: str = "disagreement", covariance_term: bool = True,
            ) -> tuple[np.ndarray, dict[str, Any]]:
         _no_size(self.name, size)
-        batch = read_batch(inputs)
-        s, t, _f = read_history(inputs, batch.p_hat.shape[0])  # type: ignore[misc]
-        N = rollout_budget_of(batch, rollout_budget)
+        check_inputs(inputs)
+        s, t, _f = read_history(inputs, inputs.p_hat.shape[0])  # type: ignore[misc]
+        N = rollout_budget_of(inputs, rollout_budget)
         if isinstance(min_rollouts, bool) or not isinstance(min_rollouts, (int, np.integer)) \
                 or min_rollouts < 0:
             raise ValueError(f"min_rollouts must be an int >= 0; got {min_rollouts!r}")
-        lower = np.minimum(batch.unfinished, int(min_rollouts))
-        k = hora_extra_rollouts(s, t, batch.unfinished, N, lower=lower)
-        return srswor_pi(k, batch.finished), _prompt_info(batch, k, rollout_budget=N)
+        lower = np.minimum(inputs.n_unfinished, int(min_rollouts))
+        k = hora_extra_rollouts(s, t, inputs.n_unfinished, N, lower=lower)
+        return srswor_pi(k, inputs.finished), _prompt_info(inputs, k, rollout_budget=N)
 
 
 class DUETAllocator:
@@ -172,27 +170,27 @@ class DUETAllocator:
 
     name = "duet"
 
-    def pi(self, inputs: StepInputsLike, *, rollout_budget: int | None = None,
+    def pi(self, inputs: StepInputs, *, rollout_budget: int | None = None,
            min_group: int = 2, min_rollouts: int = 1, pi_min: float = 0.08, size: Any = None,
            proxy: str = "disagreement", covariance_term: bool = True,
            ) -> tuple[np.ndarray, dict[str, Any]]:
         _no_size(self.name, size)
-        batch = read_batch(inputs)
-        hist = read_history(inputs, batch.p_hat.shape[0], required=False)
+        check_inputs(inputs)
+        hist = read_history(inputs, inputs.p_hat.shape[0], required=False)
         s, t = (hist[0], hist[1]) if hist is not None else (None, None)
-        u = informativeness(s, t, batch.p_hat)
-        N = rollout_budget_of(batch, rollout_budget)
+        u = informativeness(s, t, inputs.p_hat)
+        N = rollout_budget_of(inputs, rollout_budget)
         if isinstance(min_group, bool) or not isinstance(min_group, (int, np.integer)) \
                 or min_group < 0:
             raise ValueError(f"min_group must be an int >= 0; got {min_group!r}")
         if isinstance(min_rollouts, bool) or not isinstance(min_rollouts, (int, np.integer)) \
                 or min_rollouts < 0:
             raise ValueError(f"min_rollouts must be an int >= 0; got {min_rollouts!r}")
-        U = batch.unfinished
-        lower = np.maximum(np.minimum(U, np.maximum(0, min_group - batch.n_finished)),
+        U = inputs.n_unfinished
+        lower = np.maximum(np.minimum(U, np.maximum(0, min_group - inputs.n_finished)),
                            np.minimum(U, int(min_rollouts)))
-        k = proportional_counts(u, batch.unfinished, N, lower=lower)
-        return srswor_pi(k, batch.finished), _prompt_info(batch, k, surrogate=u,
+        k = proportional_counts(u, inputs.n_unfinished, N, lower=lower)
+        return srswor_pi(k, inputs.finished), _prompt_info(inputs, k, surrogate=u,
                                                           rollout_budget=N)
 
 
@@ -204,16 +202,16 @@ class DPPOAllocator:
 
     name = "dppo"
 
-    def pi(self, inputs: StepInputsLike, *, pi_min: float = 0.08, size: Any = None,
+    def pi(self, inputs: StepInputs, *, pi_min: float = 0.08, size: Any = None,
            proxy: str = "disagreement", covariance_term: bool = True,
            ) -> tuple[np.ndarray, dict[str, Any]]:
         _no_size(self.name, size)
-        batch = read_batch(inputs)
-        B, G = batch.p_hat.shape
+        check_inputs(inputs)
+        B, G = inputs.p_hat.shape
         pi = np.ones((B, G))
         return pi, {"status": np.full(B, "full"), "converged": np.ones(B, dtype=bool),
                     "joint": np.ones((B, G, G)), "design": "full",
-                    "unspent_budget": _unspent(batch, pi),
+                    "unspent_budget": _unspent(inputs, pi),
                     "all_pairs_positive": np.ones(B, dtype=bool)}
 
 
@@ -246,7 +244,7 @@ class PairJointAllocator:
         """The step's ``"pair"`` allocator, run at the split's budgets when a size is asked."""
         self.group_rule = rule
 
-    def pi(self, inputs: StepInputsLike, *, pi_min: float = 0.08, grid: int = 64,
+    def pi(self, inputs: StepInputs, *, pi_min: float = 0.08, grid: int = 64,
            proxy: ProxyKind = "disagreement", covariance_term: bool = True, size: Any = None,
            kappa: float = KAPPA, rate_prior: float = RATE_PRIOR,
            line_steps: int = LINE_STEPS, warm_start: np.ndarray | None = None,
@@ -255,11 +253,11 @@ class PairJointAllocator:
             raise ValueError("pair_joint at a size runs the step's 'pair' rule in each group; "
                              "call it through pairht.step (ALLOCATORS or plan_continuations), "
                              "which binds that rule, or with size=None (Bernoulli)")
-        batch = read_batch(inputs)
-        res = pair_joint_allocate(batch.p_hat, batch.c_hat, batch.finished,
-                                  float(batch.budget.sum()), pi_min=pi_min, grid=grid,
+        check_inputs(inputs)
+        res = pair_joint_allocate(inputs.p_hat, inputs.c_hat, inputs.finished,
+                                  float(inputs.budget.sum()), pi_min=pi_min, grid=grid,
                                   proxy=proxy, covariance_term=covariance_term,
-                                  prompt_budget=batch.budget, kappa=kappa,
+                                  prompt_budget=inputs.budget, kappa=kappa,
                                   rate_prior=rate_prior, line_steps=line_steps)
         B, G = res.pi.shape
         split = {"prompt_budget": res.budgets, "base_budget": res.base,
@@ -269,21 +267,21 @@ class PairJointAllocator:
             joint = res.pi[:, :, None] * res.pi[:, None, :]
             joint[:, np.arange(G), np.arange(G)] = res.pi
             return res.pi, {"status": res.status, "converged": res.converged, "joint": joint,
-                            "design": "bernoulli", "unspent_budget": _unspent(batch, res.pi),
+                            "design": "bernoulli", "unspent_budget": _unspent(inputs, res.pi),
                             "objective": res.objective, **split}
-        floor = pi_min * np.where(batch.finished, 0.0, batch.c_hat).sum(axis=1)
-        # the step's rule reads its own StepInputs: the same batch at the split's budgets
-        share = dataclasses.replace(cast(Any, inputs), budget=np.maximum(res.budgets, floor))
+        floor = pi_min * inputs.full_cost
+        # the same batch at the split's budgets, for the step's rule
+        share = inputs.with_budget(np.maximum(res.budgets, floor))
         pi, info = self.group_rule.pi(share, pi_min=pi_min, proxy=proxy,
                                       covariance_term=covariance_term, size=size,
                                       warm_start=warm_start)
-        info.update(split, unspent_budget=_unspent(batch, pi))
+        info.update(split, unspent_budget=_unspent(inputs, pi))
         return pi, info
 
 
-def rollout_budget_of(batch: Any, value: int | None) -> int:
+def rollout_budget_of(inputs: StepInputs, value: int | None) -> int:
     """The batch's rollout budget (see :func:`pairht.comparators._inputs.rollout_budget`)."""
-    return rollout_budget(batch, value)
+    return rollout_budget(inputs, value)
 
 
 #: name -> allocator object, the comparators of the paper's main table and ``pair_joint``.
@@ -302,7 +300,7 @@ class ComparatorPlan:
     allocator: str = ""
 
 
-def comparator_plan(inputs: StepInputsLike, name: str, rng: RNGLike = None,
+def comparator_plan(inputs: StepInputs, name: str, rng: RNGLike = None,
                     **options: Any) -> ComparatorPlan:
     """Run comparator ``name`` and draw from its own design, the one ``pairht.step`` draws
     for it: for ``vip``, ``hora`` and ``duet`` ``k_b`` unfinished candidates by SRSWOR, or
@@ -316,10 +314,10 @@ def comparator_plan(inputs: StepInputsLike, name: str, rng: RNGLike = None,
     Examples
     --------
     >>> import numpy as np
-    >>> from types import SimpleNamespace
-    >>> inp = SimpleNamespace(p_hat=np.full((2, 4), 0.5), c_hat=np.full((2, 4), 10.0),
-    ...                       finished=np.zeros((2, 4), bool), budget=np.array([20.0, 20.0]),
-    ...                       history={"successes": np.array([1, 7]), "trials": np.array([8, 8])})
+    >>> from pairht.step import StepInputs
+    >>> inp = StepInputs(np.full((2, 4), 0.5), np.full((2, 4), 10.0), np.zeros((2, 4), bool),
+    ...                  budget=[20.0, 20.0],
+    ...                  history={"successes": np.array([1, 7]), "trials": np.array([8, 8])})
     >>> plan = comparator_plan(inp, "hora", rng=0)
     >>> plan.info["k"].tolist(), plan.selected.sum(axis=1).tolist()
     ([2, 2], [2, 2])
@@ -327,11 +325,11 @@ def comparator_plan(inputs: StepInputsLike, name: str, rng: RNGLike = None,
     if name not in COMPARATORS:
         raise ValueError(f"name must be one of {sorted(COMPARATORS)}; got {name!r}")
     alloc = COMPARATORS[name]
-    pi, info = alloc.pi(inputs, **options)
+    pi, info = alloc.pi(check_inputs(inputs), **options)
     if "joint" not in info:
         raise ValueError(f"comparator_plan draws the comparators' own designs; {name!r} at a "
                          f"size runs PAIR's default design: use pairht.step.plan_continuations")
-    fin = np.asarray(inputs.finished, dtype=bool)
+    fin = inputs.finished
     check_pairs_positive(name, info["joint"], fin, info.get("k"), anchor=False)
     gen = as_generator(rng)
     if info["design"] == "srswor":

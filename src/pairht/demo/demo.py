@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from pairht.demo import toy
-from pairht.demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, get_task
+from pairht.demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, get_task, task_settings
 
 __all__ = [
     "EVAL_SAMPLES", "TASK_DEFAULTS", "ComparisonResult", "MethodResult", "eval_standard_error",
@@ -239,24 +239,27 @@ class _TokenMeter:
 
 
 def _make_callback(
-    *,
     method: str,
+    task: toy.Task,
     tokenizer,
+    tokens_fn: Callable[[], tuple[int, int]],
+    *,
     steps: int,
     eval_every: int,
     eval_seed: int,
-    tokens_fn: Callable[[], tuple[int, int]],
-    record: MethodResult,
     progress: bool,
-    task: toy.Task = toy.TOY_TASK,
     token_limit: int | None = None,
 ):
     """A ``TrainerCallback`` that evaluates on held-out prompts, logs one line per step and
-    keeps the time spent evaluating out of the training wall-clock."""
+    keeps the time spent evaluating out of the training wall-clock; its ``record`` is the
+    run's :class:`MethodResult` (filled by the callback and by :func:`_train`)."""
     from transformers import TrainerCallback
+
+    record = MethodResult(method, steps, math.nan, math.nan, 0, 0, 0.0)
 
     class _Cb(TrainerCallback):
         def __init__(self) -> None:
+            self.record = record
             self.eval_seconds = 0.0
             self.eval_cpu = 0.0
             self.bar = None
@@ -311,6 +314,19 @@ def _make_callback(
     return _Cb()
 
 
+def _train(trainer, cb) -> MethodResult:
+    """Run ``trainer``; record the training time without ``cb``'s evaluations, and the
+    held-out reward at both ends. Returns ``cb.record``."""
+    record = cb.record
+    t0, c0 = time.perf_counter(), time.process_time()
+    trainer.train()
+    record.seconds = time.perf_counter() - t0 - cb.eval_seconds
+    record.cpu_seconds = time.process_time() - c0 - cb.eval_cpu
+    record.initial_reward = record.curve[0][2]
+    record.final_reward = record.curve[-1][2]
+    return record
+
+
 # --------------------------------------------------------------------------- the two runs
 
 
@@ -323,18 +339,8 @@ def _run_grpo(
     from trl import GRPOConfig
 
     meter = _TokenMeter(task.reward)
-    record = MethodResult(name, steps, math.nan, math.nan, 0, 0, 0.0)
-    cb = _make_callback(
-        method=name,
-        task=task,
-        tokenizer=tokenizer,
-        steps=steps,
-        eval_every=eval_every,
-        eval_seed=eval_seed,
-        tokens_fn=lambda: (0, meter.tokens),
-        record=record,
-        progress=progress,
-    )
+    cb = _make_callback(name, task, tokenizer, lambda: (0, meter.tokens), steps=steps,
+                        eval_every=eval_every, eval_seed=eval_seed, progress=progress)
     # GRPO decodes with PAIR's loop (finished rows leave the batch): a fair comparison
     trainer = RowDropGRPOTrainer(
         model=model,
@@ -348,14 +354,9 @@ def _run_grpo(
     )
     _quiet(trainer)
     timer = instrument(trainer)  # the same per-step split as PairGRPOTrainer's
-    t0, c0 = time.perf_counter(), time.process_time()
-    trainer.train()
-    record.seconds = time.perf_counter() - t0 - cb.eval_seconds
-    record.cpu_seconds = time.process_time() - c0 - cb.eval_cpu
+    record = _train(trainer, cb)
     record.time_split = timer.mean()
     record.suffix_tokens = meter.tokens
-    record.initial_reward = record.curve[0][2]
-    record.final_reward = record.curve[-1][2]
     return record
 
 
@@ -406,20 +407,9 @@ def _run_pair(
 ):
     from pairht.trl import PairGRPOConfig, PairGRPOTrainer
 
-    record = MethodResult(name, steps, math.nan, math.nan, 0, 0, 0.0)
     meter = _DrawMeter()
-    cb = _make_callback(
-        method=name,
-        task=task,
-        tokenizer=tokenizer,
-        steps=steps,
-        eval_every=eval_every,
-        eval_seed=eval_seed,
-        tokens_fn=meter.poll,
-        record=record,
-        progress=progress,
-        token_limit=token_limit,
-    )
+    cb = _make_callback(name, task, tokenizer, meter.poll, steps=steps, eval_every=eval_every,
+                        eval_seed=eval_seed, progress=progress, token_limit=token_limit)
     # pair_options override the defaults here and the shared kwargs (an arm may change mode).
     cfg = PairGRPOConfig(**{
         **kwargs,
@@ -442,10 +432,7 @@ def _run_pair(
     )
     meter.trainer = trainer
     _quiet(trainer)
-    t0, c0 = time.perf_counter(), time.process_time()
-    trainer.train()
-    record.seconds = time.perf_counter() - t0 - cb.eval_seconds
-    record.cpu_seconds = time.process_time() - c0 - cb.eval_cpu
+    record = _train(trainer, cb)
     record.prefix_tokens, record.suffix_tokens = meter.poll()
     record.audit_tokens = meter.audit
     record.prefix_tokens -= record.audit_tokens
@@ -455,8 +442,6 @@ def _run_pair(
         values = [row[key] for row in trainer.state.log_history if key in row]
         setattr(record, attr, [math.nan if v is None else float(v) for v in values])
     record.full_suffix_ht = meter.full_suffix_ht
-    record.initial_reward = record.curve[0][2]
-    record.final_reward = record.curve[-1][2]
     return record
 
 
@@ -627,11 +612,8 @@ def run_comparison(
     defaults = TASK_DEFAULTS[task]
     if steps is None:
         steps = 12 if _short() else int(defaults["steps"])
-    tau = int(defaults["tau"]) if tau is None else tau
-    learning_rate = float(defaults["learning_rate"]) if learning_rate is None else learning_rate
-    warmup_steps = int(defaults["warmup_steps"]) if warmup_steps is None else warmup_steps
-    if prompts_per_step is None:
-        prompts_per_step = int(defaults["prompts_per_step"])
+    tau, learning_rate, warmup_steps, prompts_per_step = task_settings(
+        task, tau, learning_rate, warmup_steps, prompts_per_step)
     for name, v in (("steps", steps), ("num_generations", num_generations),
                     ("prompts_per_step", prompts_per_step), ("tau", tau),
                     ("warmup_steps", warmup_steps)):

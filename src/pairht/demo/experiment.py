@@ -47,7 +47,7 @@ from scipy import stats
 
 from pairht.comparators import COMPARATORS
 from pairht.demo import demo, toy
-from pairht.demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, get_task
+from pairht.demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, get_task, task_settings
 from pairht.demo.warm_cache import warm_model
 
 __all__ = ["ARMS", "COMPARATOR_ARMS", "Arm", "ArmRun", "ExperimentResult", "run_experiment"]
@@ -308,11 +308,8 @@ def run_experiment(
     the_task = get_task(task)
     defaults = TASK_DEFAULTS[task]
     steps = int(defaults["steps"]) if steps is None else steps
-    tau = int(defaults["tau"]) if tau is None else tau
-    learning_rate = float(defaults["learning_rate"]) if learning_rate is None else learning_rate
-    warmup_steps = int(defaults["warmup_steps"]) if warmup_steps is None else warmup_steps
-    if prompts_per_step is None:
-        prompts_per_step = int(defaults["prompts_per_step"])
+    tau, learning_rate, warmup_steps, prompts_per_step = task_settings(
+        task, tau, learning_rate, warmup_steps, prompts_per_step)
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds must name at least one seed")

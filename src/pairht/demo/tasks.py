@@ -11,7 +11,7 @@ from __future__ import annotations
 from pairht.demo import toy
 from pairht.demo.chain import CHAIN_EARLY_TASK, CHAIN_LONG_TASK, CHAIN_TASK
 
-__all__ = ["DEFAULT_TASK", "TASKS", "TASK_DEFAULTS", "get_task"]
+__all__ = ["DEFAULT_TASK", "TASKS", "TASK_DEFAULTS", "get_task", "task_settings"]
 
 #: Every task by name (the only source of task names).
 TASKS: dict[str, toy.Task] = {
@@ -52,3 +52,28 @@ def get_task(name: str) -> toy.Task:
     if name not in TASKS:
         raise ValueError(f"task must be one of {sorted(TASKS)}; got task={name!r}")
     return TASKS[name]
+
+
+def task_settings(
+    task: str,
+    tau: int | None = None,
+    learning_rate: float | None = None,
+    warmup_steps: int | None = None,
+    prompts_per_step: int | None = None,
+) -> tuple[int, float, int, int]:
+    """``(tau, learning_rate, warmup_steps, prompts_per_step)`` of a run on ``task``: each
+    value given, else the task's default (:data:`TASK_DEFAULTS`).
+
+    Examples
+    --------
+    >>> task_settings("toy", learning_rate=1e-3)
+    (6, 0.001, 400, 8)
+    """
+    get_task(task)  # a ValueError naming the tasks for an unknown name
+    defaults = TASK_DEFAULTS[task]
+    return (
+        int(defaults["tau"]) if tau is None else tau,
+        float(defaults["learning_rate"]) if learning_rate is None else learning_rate,
+        int(defaults["warmup_steps"]) if warmup_steps is None else warmup_steps,
+        int(defaults["prompts_per_step"]) if prompts_per_step is None else prompts_per_step,
+    )

@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 
 from pairht._validation import (
     RNGLike,
+    as_bool_array,
     as_generator,
     check_int,
     check_probabilities,
@@ -278,6 +279,55 @@ def srswor_inclusion(n: ArrayLike, N: ArrayLike, k: int) -> np.ndarray:
         out = out * np.divide(np.maximum(n_ - t, 0.0), N_ - t, out=np.zeros(out.shape),
                               where=N_ - t > 0)
     return out
+
+
+def srswor_sample(n: ArrayLike, eligible: ArrayLike, rng: RNGLike = None) -> np.ndarray:
+    r"""Simple random samples without replacement: ``n_r`` of row ``r``'s eligible units.
+
+    Each of the ``C(U_r, n_r)`` subsets of the ``U_r`` eligible units of row ``r`` is drawn
+    with probability ``1 / C(U_r, n_r)``, rows independently; ineligible units are never
+    drawn. One uniform key per unit (``rng.random((m, N))``, ineligible keys ignored) and the
+    ``n_r`` eligible units with the smallest keys: the keys' order is a uniform random
+    permutation, so its first ``n_r`` are a uniform ``n_r``-subset. The one SRSWOR draw of the
+    package (the strata of :class:`~pairht.designs.Stratified`, the comparators' group-size
+    design, the subsets of a narrower prefix width); its inclusion probabilities are
+    :func:`srswor_inclusion`.
+
+    Parameters
+    ----------
+    n : (m,) array_like of int
+        Sample size of each row, ``0 <= n_r <= U_r``.
+    eligible : (m, N) array_like of bool
+        The units each row may draw.
+    rng : int, numpy.random.Generator or None
+
+    Returns
+    -------
+    (m, N) ndarray of bool
+        The drawn masks, ``n_r`` True entries in row ``r``, all of them eligible.
+
+    Examples
+    --------
+    >>> mask = srswor_sample([2, 0, 3], [[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]], rng=0)
+    >>> mask.sum(axis=1).tolist(), bool(mask[0, 3])
+    ([2, 0, 3], False)
+    """
+    ok = as_bool_array("eligible", eligible, "the units each row may draw")
+    if ok.ndim != 2:
+        raise ValueError(f"eligible must have shape (m, N); got shape {ok.shape}")
+    size = np.asarray(n)
+    if size.shape != ok.shape[:1] or (size.size and size.dtype.kind not in "iu"):
+        raise ValueError(f"n must be an int array of shape (m,) = ({ok.shape[0]},), one sample "
+                         f"size per row; got {size!r}")
+    U = ok.sum(axis=1)
+    if np.any(size < 0) or np.any(size > U):
+        r = int(np.argmax((size < 0) | (size > U)))
+        raise ValueError(f"n must satisfy 0 <= n_r <= U_r (eligible units of row r); row {r} "
+                         f"has n = {int(size[r])}, U = {int(U[r])}")
+    keys = as_generator(rng).random(ok.shape)
+    # ineligible units rank after every eligible one (keys lie in [0, 1))
+    rank = np.argsort(np.argsort(np.where(ok, keys, 2.0), axis=1, kind="stable"), axis=1)
+    return rank < size[:, None]
 
 
 def inclusion_from_support(masks: np.ndarray, probs: np.ndarray, idx: ArrayLike) -> float:

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht.designs.base import Design, all_masks, srswor_inclusion
+from pairht.designs.base import Design, all_masks, srswor_inclusion, srswor_sample
 
 
 class Stratified(Design):
@@ -120,10 +120,7 @@ class Stratified(Design):
         for h in range(self.levels.size):
             units = np.flatnonzero(self.strata == h)
             n = self._lo[h] + (rng.random(size) < self._frac[h])
-            keys = rng.random((size, units.size))
-            # a uniform subset of size n: the n units with the smallest random keys
-            rank = np.argsort(np.argsort(keys, axis=1), axis=1)
-            out[:, units] = rank < n[:, None]
+            out[:, units] = srswor_sample(n, np.ones((size, units.size), dtype=bool), rng)
         return out
 
     def _support(self) -> tuple[np.ndarray, np.ndarray]:

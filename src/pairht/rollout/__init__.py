@@ -27,20 +27,14 @@ from pairht._lazy import lazy_exports
 require("pairht.rollout", "trl", "torch", "transformers")
 
 
-_EXPORTS: dict[str, str] = {
-    "PrefixResult": "pairht.rollout.contract",
-    "TwoPhaseBackend": "pairht.rollout.contract",
-    "check_prompts": "pairht.rollout.contract",
-    "parse_selection": "pairht.rollout.contract",
-    "prefix_features": "pairht.rollout.features",
-    "snap_cut": "pairht.rollout.snapping",
-    "snap_token_ids_from_tokenizer": "pairht.rollout.snapping",
-    "trim_after_eos": "pairht.rollout.snapping",
-    "TransformersTwoPhase": "pairht.rollout.transformers_backend",
-    "tiny_llama": "pairht.rollout.tiny_model",
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "pairht.rollout.contract": (
+        "PrefixResult", "TwoPhaseBackend", "check_prompts", "parse_selection",
+    ),
+    "pairht.rollout.features": ("prefix_features",),
+    "pairht.rollout.snapping": ("snap_cut", "snap_token_ids_from_tokenizer", "trim_after_eos"),
+    "pairht.rollout.transformers_backend": ("TransformersTwoPhase",),
+    "pairht.rollout.tiny_model": ("tiny_llama",),
 }
 
-__all__ = list(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

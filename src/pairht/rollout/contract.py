@@ -15,7 +15,8 @@ phases must reproduce (token for token under greedy decoding, in distribution wh
 
 Implementations: :class:`pairht.rollout.transformers_backend.TransformersTwoPhase` (KV-cache
 resumption on Hugging Face ``generate``) and :class:`pairht.vllm.VLLMTwoPhase` (vLLM's prefix
-cache). A new backend implements :class:`TwoPhaseBackend` and passes ``tests/rollout``.
+cache). A new backend implements :class:`TwoPhaseBackend` (its ``continue_selected`` starting
+with :func:`resume_rows`, as both do) and passes ``tests/rollout``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "TwoPhaseBackend",
     "check_prompts",
     "parse_selection",
+    "resume_rows",
     "token_id_list",
 ]
 
@@ -148,6 +150,37 @@ def parse_selection(selected: Any, rows: int) -> list[int]:
     if len(np.unique(sel)) != len(sel):
         raise ValueError(f"selected indices must be distinct; got {sel.tolist()}")
     return [int(i) for i in sel]
+
+
+def resume_rows(
+    prefix: PrefixResult, selected: Any, state_type: type[Any], backend: str
+) -> tuple[Any, list[int], np.ndarray, list[int]]:
+    """Phase 2's common start: check ``prefix`` can still be resumed, parse the selection.
+
+    Every backend's ``continue_selected`` begins here. ``prefix.state`` must be a
+    ``state_type`` (the resume state of ``backend``, named in the error) not yet consumed.
+
+    Returns
+    -------
+    state : the ``state_type`` to resume from (the caller marks it consumed)
+    rows : list[int], the selected rows in the order of :func:`parse_selection`
+    done : (rows,) bool ndarray, ``prefix.prefix_done``: prefixes that are already complete
+    go : list[int], the selected rows still to decode, in the order of ``rows``
+    """
+    state = prefix.state
+    if not isinstance(state, state_type):
+        raise ValueError(
+            f"prefix must come from {backend}.generate_prefixes; its state is a "
+            f"{type(state).__name__}"
+        )
+    if state.consumed:
+        raise ValueError(
+            "prefix.state was already consumed by continue_selected; each PrefixResult can "
+            "be continued once"
+        )
+    rows = parse_selection(selected, len(prefix.prefix_ids))
+    done = np.asarray(prefix.prefix_done.cpu(), dtype=bool)
+    return state, rows, done, [i for i in rows if not done[i]]
 
 
 def check_prompts(prompt_ids: Sequence[Sequence[int]]) -> list[list[int]]:

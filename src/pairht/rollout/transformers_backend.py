@@ -39,7 +39,7 @@ from transformers import (
 )
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
-from pairht.rollout.contract import PrefixResult, check_prompts, parse_selection, token_id_list
+from pairht.rollout.contract import PrefixResult, check_prompts, resume_rows, token_id_list
 from pairht.rollout.decode import decode_rows
 from pairht.rollout.features import (
     confidence_features,
@@ -490,16 +490,7 @@ class TransformersTwoPhase:
         list of completion id lists (prefix + suffix, trimmed after the first EOS, EOS kept), one
         per selected row, in the order of ``selected`` (ascending row order for a mask).
         """
-        state = prefix.state
-        if state.consumed:
-            raise ValueError(
-                "prefix.state was already consumed by continue_selected; phase 2 releases the "
-                "caches, so each PrefixResult can be continued once"
-            )
-        rows = len(prefix.prefix_ids)
-        idx = parse_selection(selected, rows)
-        done = prefix.prefix_done.cpu().numpy()
-        go = [i for i in idx if not done[i]]
+        state, idx, done, go = resume_rows(prefix, selected, PrefixState, "TransformersTwoPhase")
         completions = {i: self._trim(prefix.prefix_ids[i]) for i in idx if done[i]}
         if go:
             device = state.input_ids.device

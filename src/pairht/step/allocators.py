@@ -38,9 +38,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from pairht._validation import check_pi_min
-from pairht.allocation.solver import uniform_share
+from pairht.allocation.inputs import StepInputs
+from pairht.allocation.solver import check_floor_cost
 from pairht.registry import Registry
-from pairht.step.inputs import StepInputs
 
 
 @runtime_checkable
@@ -169,14 +169,7 @@ def check_solver_options(name: str, solver: dict[str, Any]) -> None:
 def check_floor(inputs: StepInputs, pi_min: float) -> float:
     r"""``pi_min`` checked, and every budget at least the floor's cost ``pi_min sum_u c_u``."""
     lo = check_pi_min(pi_min)
-    floor = lo * inputs.full_cost
-    bad = inputs.budget < floor * (1.0 - 1e-12)
-    if bad.any():
-        b = int(np.argmax(bad))
-        raise ValueError(
-            f"budget is infeasible: it must be at least the floor's cost pi_min * sum of the "
-            f"unfinished candidates' c_hat = {float(floor[b])!r} (pi_min = {lo}); got "
-            f"budget[{b}] = {float(inputs.budget[b])!r}")
+    check_floor_cost(inputs.budget, inputs.full_cost, lo, "sum of the unfinished candidates' c_hat")
     return lo
 
 
@@ -186,8 +179,9 @@ def expected_cost(inputs: StepInputs, pi: np.ndarray) -> np.ndarray:
 
 
 def uniform_pi(inputs: StepInputs) -> np.ndarray:
-    """``min(1, budget / sum_u c_u)`` on unfinished candidates, 1 on finished ones."""
-    return np.where(inputs.finished, 1.0, uniform_share(inputs.budget, inputs.full_cost)[:, None])
+    """``min(1, budget / sum_u c_u)`` (``inputs.share``) on unfinished candidates, 1 on
+    finished ones."""
+    return np.where(inputs.finished, 1.0, inputs.share[:, None])
 
 
 #: Options ``plan_continuations`` passes to every allocator; a rule that does not use one
@@ -532,8 +526,6 @@ class PairBatchAllocator:
            kappa: float | None = None, rate_prior: float | None = None,
            line_steps: int | None = None, warm_start: np.ndarray | None = None,
            **solver: Any) -> tuple[np.ndarray, dict[str, Any]]:
-        import dataclasses
-
         from pairht.comparators.joint import (
             KAPPA,
             LINE_STEPS,
@@ -568,7 +560,7 @@ class PairBatchAllocator:
         budgets, move = robust_split(
             lambda lv: _program_curves(read, lv, lo, proxy, covariance_term, solver),
             base, target, kappa=kappa, steps=line_steps)
-        share = dataclasses.replace(inputs, budget=np.maximum(budgets, floor))
+        share = inputs.with_budget(np.maximum(budgets, floor))
         pi, info = PairAllocator().pi(share, pi_min=lo, proxy=proxy,
                                       covariance_term=covariance_term, size=size,
                                       warm_start=warm_start, **solver)

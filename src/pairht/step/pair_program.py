@@ -37,10 +37,10 @@ import numpy as np
 
 from pairht.allocation.energy import NAME as LENGTH_ENERGY
 from pairht.allocation.energy import length_energy
+from pairht.allocation.inputs import StepInputs
 from pairht.allocation.proxies import PROXY_KINDS, edge_proxy, shared_vertex_term
 from pairht.allocation.sizes import largest_affordable_size
-from pairht.allocation.solver import solve_program, uniform_share
-from pairht.step.inputs import StepInputs
+from pairht.allocation.solver import solve_program
 
 #: Edge proxies of the ``pair`` allocator: the allocation module's, and the length energy
 #: (:mod:`pairht.allocation.energy`, needs ``StepInputs.prefix_tokens``).
@@ -187,7 +187,7 @@ def solve_pair(inputs: StepInputs, *, pi_min: float, proxy: str = "disagreement"
         status=np.where(n_u == 0, "all_finished", "optimal").astype(object),
         converged=np.ones(B, dtype=bool), kkt_residual=np.zeros(B),
         fallback_used=np.zeros(B, dtype=bool))
-    t = uniform_share(inputs.budget, inputs.full_cost)
+    t = inputs.share  # the ratio as given: never budget / full again
     single = n_u == 1
     sol.pi[single] = np.where(unf[single], t[single, None], 1.0)
     if not (n_u >= 2).any():
@@ -203,8 +203,8 @@ def solve_pair(inputs: StepInputs, *, pi_min: float, proxy: str = "disagreement"
         p_u = inputs.p_hat[rows][msk].reshape(-1, k)
         c_u = inputs.c_hat[rows][msk].reshape(-1, k)
         w_u = None if warm_start is None else np.asarray(warm_start)[rows][msk].reshape(-1, k)
-        prob = _Group(rows, msk, k, p_u, c_u, a_u, b_u, w_u, inputs.budget[rows], sym[rows],
-                      pi_min, opts)
+        prob = _Group(rows, msk, k, p_u, c_u, a_u, b_u, w_u, inputs.budget[rows], t[rows],
+                      sym[rows], pi_min, opts)
         lower = max(2, int(np.ceil(k * pi_min - 1e-12)))
         bern = np.ones(rows.size, dtype=bool)
         if rule == "auto":
@@ -246,6 +246,7 @@ class _Group:
     b: np.ndarray
     warm: np.ndarray | None
     budget: np.ndarray
+    share: np.ndarray  # min(1, budget_ratio): the symmetric Bernoulli optimum
     sym: np.ndarray
     pi_min: float
     opts: dict[str, Any]
@@ -257,12 +258,13 @@ class _Group:
 
     def _solve(self, sol: PairSolution, sel: np.ndarray, budget: np.ndarray,
                size: np.ndarray | None) -> np.ndarray:
+        # size None: budget is the groups' own (self.budget[sel]), their share self.share[sel]
         """Solved ``(m, k)`` pi of the groups ``sel`` (closed form where symmetric)."""
         out = np.empty((int(sel.sum()), self.k))
         sym = self.sym[sel]
         if sym.any():
             if size is None:
-                out[sym] = uniform_share(budget[sym], self.c[sel][sym].sum(axis=1))[:, None]
+                out[sym] = self.share[sel][sym][:, None]
             else:
                 out[sym] = (size[sym] / self.k)[:, None]
         hard = ~sym

@@ -28,13 +28,14 @@ from typing import Any
 import numpy as np
 
 from pairht._validation import RNGLike, as_generator, check_pairs_positive
+from pairht.allocation.inputs import StepInputs, check_inputs
 from pairht.designs import Design
 from pairht.designs.anchored import AnchoredPair
 from pairht.designs.registry import step_design_kind
 from pairht.estimators import n_pairs
 from pairht.step.allocators import ALLOCATORS, expected_cost, get_allocator
 from pairht.step.embedding import WithFinished, fixed_base, unfinished_design, unfinished_mixture
-from pairht.step.inputs import StepInputs, shrink_predictions
+from pairht.step.inputs import shrink_predictions
 
 #: PAIR's default rule (issue 14, chosen by the audit at equal realised cost; docs/step.md):
 #: the fixed-size program at the two sizes neighbouring uniform SRSWOR's, mixed, with the
@@ -186,8 +187,7 @@ def plan_continuations(
     >>> plan.info["fixed_size"].tolist()  # 3 unfinished: S = 1.5 < 2, no fixed size, Bernoulli
     [False]
     """
-    if not isinstance(inputs, StepInputs):
-        raise TypeError(f"inputs must be a pairht.step.StepInputs; got {type(inputs).__name__}")
+    check_inputs(inputs)
     if not isinstance(anchor_pair, (bool, np.bool_)):
         raise TypeError(f"anchor_pair must be a bool; got {anchor_pair!r}")
     alloc = get_allocator(allocator)

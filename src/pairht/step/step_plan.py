@@ -38,7 +38,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from pairht._validation import RNGLike, as_generator
-from pairht.step.inputs import StepInputs, score_norm_proxy
+from pairht.allocation.inputs import StepInputs
+from pairht.step.inputs import score_norm_proxy
 from pairht.step.plan import ContinuationPlan, plan_continuations
 from pairht.step.subset import (
     check_prefix_width,

@@ -36,7 +36,7 @@ import math
 
 import numpy as np
 
-from pairht.designs.base import srswor_inclusion
+from pairht.designs.base import srswor_inclusion, srswor_sample
 
 
 def check_prefix_width(width: object, G: int) -> int:
@@ -63,9 +63,8 @@ def draw_subsets(n_prompts: int, G: int, width: int, rng: np.random.Generator) -
     if isinstance(n_prompts, bool) or not isinstance(n_prompts, (int, np.integer)) \
             or n_prompts < 0:
         raise ValueError(f"n_prompts must be an int >= 0; got n_prompts = {n_prompts!r}")
-    # argsort of iid uniforms: a uniform permutation per prompt, its first w a uniform subset
-    order = np.argsort(rng.random((int(n_prompts), G)), axis=1, kind="stable")
-    return np.sort(order[:, :w], axis=1)
+    mask = srswor_sample(np.full(int(n_prompts), w), np.ones((int(n_prompts), G), bool), rng)
+    return np.nonzero(mask)[1].reshape(int(n_prompts), w)  # row-major: each row ascending
 
 
 def subset_budget_ratio(prefix: float, suffix: float, budget_ratio: float,

@@ -7,14 +7,9 @@ from __future__ import annotations
 
 from pairht._lazy import lazy_exports
 
-_EXPORTS: dict[str, str] = {
-    "inclusion_probabilities": "pairht.testing.strategies",
-    "fixed_size_inclusion_probabilities": "pairht.testing.strategies",
-    "assert_design_unbiased": "pairht.testing.unbiased",
-    "exact_expectation": "pairht.testing.unbiased",
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "pairht.testing.strategies": ("inclusion_probabilities", "fixed_size_inclusion_probabilities"),
+    "pairht.testing.unbiased": ("assert_design_unbiased", "exact_expectation"),
 }
 
-__all__ = list(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

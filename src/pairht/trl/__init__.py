@@ -13,15 +13,12 @@ from pairht._lazy import lazy_exports
 require("pairht.trl", "trl", "torch", "transformers", "trl")
 
 
-# name -> submodule defining it
-_EXPORTS: dict[str, str] = {
-    "PairGRPOConfig": "pairht.trl.config",
-    "PairGRPOTrainer": "pairht.trl.trainer",
-    "pair_advantages_torch": "pairht.torch.advantages",
-    "AuditCallback": "pairht.trl.audit_mode",
+# defining module -> the names exported from it
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "pairht.trl.config": ("PairGRPOConfig",),
+    "pairht.trl.trainer": ("PairGRPOTrainer",),
+    "pairht.torch.advantages": ("pair_advantages_torch",),
+    "pairht.trl.audit_mode": ("AuditCallback",),
 }
 
-__all__ = list(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
+from pairht.designs.base import srswor_sample
 from pairht.trl.config import RewardFailureWarning
 
 __all__ = ["AuditCallback", "AutoWidthCallback", "collect_population", "default_score_block"]
@@ -397,7 +398,8 @@ class AutoWidthCallback(AuditCallback):
         data = self.trainer.train_dataset
         n = min(self.n_prompts, len(data))
         gen = np.random.default_rng([int(self.trainer.args.seed), int(step), 59])
-        return [dict(data[int(i)]) for i in np.sort(gen.choice(len(data), n, replace=False))]
+        pick = srswor_sample([n], np.ones((1, len(data)), dtype=bool), gen)[0]
+        return [dict(data[int(i)]) for i in np.flatnonzero(pick)]
 
     def _decide(self, step: int) -> None:
         from pairht.torch.distributed import broadcast_from_main

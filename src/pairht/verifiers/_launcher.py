@@ -76,61 +76,48 @@ SECCOMP_RET_ERRNO = 0x00050000
 SECCOMP_RET_ALLOW = 0x7FFF0000
 ENOSYS = 38
 
-# Syscall tables, checked against the kernel uapi headers (asm/unistd_64.h and
-# asm-generic/unistd.h). Unknown architectures get no seccomp filter (reported by the probe).
-_ARCH = {
-    "x86_64": {
-        "audit": 0xC000003E,
-        "x32_bit": 0x40000000,
-        "clone": 56,
-        "clone3": 435,
-        "kill": 62,
-        "tgkill": 234,
-        "deny": {
-            "socket": 41, "socketpair": 53, "fork": 57, "vfork": 58, "execve": 59,
-            "execveat": 322, "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
-            "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155,
-            "chroot": 161, "mount_setattr": 442, "open_tree": 428, "move_mount": 429,
-            "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "bpf": 321,
-            "perf_event_open": 298, "keyctl": 250, "add_key": 248, "request_key": 249,
-            "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
-            "io_uring_register": 427, "kexec_load": 246, "kexec_file_load": 320,
-            "init_module": 175, "finit_module": 313, "delete_module": 176, "reboot": 169,
-            "swapon": 167, "swapoff": 168, "setsid": 112, "setpgid": 109, "kcmp": 312,
-            "open_by_handle_at": 304, "name_to_handle_at": 303, "quotactl": 179, "acct": 163,
-            "settimeofday": 164, "clock_settime": 227, "clock_adjtime": 305, "adjtimex": 159,
-            "sethostname": 170, "setdomainname": 171, "iopl": 172, "ioperm": 173,
-            "syslog": 103, "vhangup": 153, "pidfd_getfd": 438, "tkill": 200,
-            "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424,
-            "pidfd_open": 434,
-        },
-    },
-    "aarch64": {
-        "audit": 0xC00000B7,
-        "x32_bit": None,
-        "clone": 220,
-        "clone3": 435,
-        "kill": 129,
-        "tgkill": 131,
-        "deny": {
-            "socket": 198, "socketpair": 199, "execve": 221, "execveat": 281, "ptrace": 117,
-            "process_vm_readv": 270, "process_vm_writev": 271, "unshare": 97, "setns": 268,
-            "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "mount_setattr": 442,
-            "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
-            "fsmount": 432, "fspick": 433, "bpf": 280, "perf_event_open": 241, "keyctl": 219,
-            "add_key": 217, "request_key": 218, "userfaultfd": 282, "io_uring_setup": 425,
-            "io_uring_enter": 426, "io_uring_register": 427, "kexec_load": 104,
-            "kexec_file_load": 294, "init_module": 105, "finit_module": 273,
-            "delete_module": 106, "reboot": 142, "swapon": 224, "swapoff": 225,
-            "setsid": 157, "setpgid": 154, "kcmp": 272, "open_by_handle_at": 265,
-            "name_to_handle_at": 264, "quotactl": 60, "acct": 89, "settimeofday": 170,
-            "clock_settime": 112, "clock_adjtime": 266, "adjtimex": 171, "sethostname": 161,
-            "setdomainname": 162, "syslog": 116, "vhangup": 58, "pidfd_getfd": 438,
-            "tkill": 130, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
-            "pidfd_send_signal": 424, "pidfd_open": 434,
-        },
-    },
+# Syscall numbers, checked against the kernel uapi headers (asm/unistd_64.h and
+# asm-generic/unistd.h): one row per call, a column per architecture of _COLUMN, None where
+# the architecture lacks the call. Unknown architectures get no seccomp filter (reported by
+# the probe).
+_COLUMN = {"x86_64": 0, "aarch64": 1}
+#: AUDIT_ARCH_* of each architecture and its x32 ABI bit (None: no x32 ABI).
+_AUDIT = {"x86_64": (0xC000003E, 0x40000000), "aarch64": (0xC00000B7, None)}
+#: Calls the filter allows under conditions (threads only, signals to itself, ENOSYS).
+_GUARDED = {"clone": (56, 220), "clone3": (435, 435), "kill": (62, 129), "tgkill": (234, 131)}
+#: Calls the filter kills the program on.
+_DENY = {
+    "socket": (41, 198), "socketpair": (53, 199), "fork": (57, None), "vfork": (58, None),
+    "execve": (59, 221), "execveat": (322, 281), "ptrace": (101, 117),
+    "process_vm_readv": (310, 270), "process_vm_writev": (311, 271), "unshare": (272, 97),
+    "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41),
+    "chroot": (161, 51), "mount_setattr": (442, 442), "open_tree": (428, 428),
+    "move_mount": (429, 429), "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432),
+    "fspick": (433, 433), "bpf": (321, 280), "perf_event_open": (298, 241), "keyctl": (250, 219),
+    "add_key": (248, 217), "request_key": (249, 218), "userfaultfd": (323, 282),
+    "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
+    "kexec_load": (246, 104), "kexec_file_load": (320, 294), "init_module": (175, 105),
+    "finit_module": (313, 273), "delete_module": (176, 106), "reboot": (169, 142),
+    "swapon": (167, 224), "swapoff": (168, 225), "setsid": (112, 157), "setpgid": (109, 154),
+    "kcmp": (312, 272), "open_by_handle_at": (304, 265), "name_to_handle_at": (303, 264),
+    "quotactl": (179, 60), "acct": (163, 89), "settimeofday": (164, 170),
+    "clock_settime": (227, 112), "clock_adjtime": (305, 266), "adjtimex": (159, 171),
+    "sethostname": (170, 161), "setdomainname": (171, 162), "iopl": (172, None),
+    "ioperm": (173, None), "syslog": (103, 116), "vhangup": (153, 58), "pidfd_getfd": (438, 438),
+    "tkill": (200, 130), "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240),
+    "pidfd_send_signal": (424, 424), "pidfd_open": (434, 434),
 }
+
+
+def _arch_table(arch):
+    """``arch``'s numbers: ``audit``, ``x32_bit``, the guarded calls by name and ``deny``."""
+    col = _COLUMN[arch]
+    audit, x32_bit = _AUDIT[arch]
+    table = {name: nrs[col] for name, nrs in _GUARDED.items()}
+    table.update(audit=audit, x32_bit=x32_bit,
+                 deny={name: nrs[col] for name, nrs in _DENY.items() if nrs[col] is not None})
+    return table
+
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -210,9 +197,7 @@ def _mount(source, target, fstype, flags, data):
 
 
 def _syscall_nr(name):
-    return {"x86_64": {"open_tree": 428, "move_mount": 429, "mount_setattr": 442},
-            "aarch64": {"open_tree": 428, "move_mount": 429, "mount_setattr": 442}}[
-        os.uname().machine][name]
+    return _DENY[name][_COLUMN[os.uname().machine]]
 
 
 def _open_tree_clone(path):
@@ -305,7 +290,7 @@ def _mask(hidden, workdir):
 
 
 def _seccomp_program(arch):
-    t = _ARCH[arch]
+    t = _arch_table(arch)
     ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     kill = (ret, 0, 0, SECCOMP_RET_KILL_PROCESS)
     prog = [(ld, 0, 0, 4), (jeq, 1, 0, t["audit"]), kill, (ld, 0, 0, 0)]

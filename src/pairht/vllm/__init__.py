@@ -16,16 +16,12 @@ says how to install vLLM when it is missing. Supported range: :data:`SUPPORTED_V
 from __future__ import annotations
 
 from pairht._lazy import lazy_exports
-from pairht.vllm._guard import SUPPORTED_VLLM
+from pairht.vllm._guard import SUPPORTED_VLLM as SUPPORTED_VLLM  # re-exported (in __all__)
 
-_EXPORTS: dict[str, str] = {
-    "VLLMTwoPhase": "pairht.vllm.two_phase",
-    "VLLMPrefixState": "pairht.vllm.two_phase",
-    "require_vllm": "pairht.vllm._guard",
-    "apply_cpu_shims": "pairht.vllm.cpu_shims",
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "pairht.vllm.two_phase": ("VLLMTwoPhase", "VLLMPrefixState"),
+    "pairht.vllm._guard": ("require_vllm",),
+    "pairht.vllm.cpu_shims": ("apply_cpu_shims",),
 }
 
-__all__ = ["SUPPORTED_VLLM", *_EXPORTS]
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, also=["SUPPORTED_VLLM"])
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, also=["SUPPORTED_VLLM"])

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from pairht._validation import RNGLike, as_generator
-from pairht.rollout.contract import PrefixResult, check_prompts, parse_selection, token_id_list
+from pairht.rollout.contract import PrefixResult, check_prompts, resume_rows, token_id_list
 from pairht.rollout.features import confidence_features, prefix_features
 from pairht.rollout.snapping import snap_cut, trim_after_eos
 from pairht.rollout.sync_check import (
@@ -57,7 +57,7 @@ from pairht.rollout.sync_check import (
 )
 from pairht.vllm._guard import require_vllm
 
-__all__ = ["MODES", "VLLMPrefixState", "VLLMTwoPhase"]
+__all__ = ["MODES", "SAMPLING_KNOBS", "VLLMPrefixState", "VLLMTwoPhase"]
 
 MODES = ("colocate", "server")
 
@@ -82,6 +82,11 @@ class VLLMPrefixState:
     consumed: bool = False
 
 
+#: The sampling settings by the names vLLM's ``SamplingParams``, TRL's ``VLLMClient.generate``
+#: and TRL's ``VLLMGeneration`` all use, so one list moves them between the three.
+SAMPLING_KNOBS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+
+
 @dataclass
 class _Sampling:
     temperature: float = 1.0
@@ -90,6 +95,10 @@ class _Sampling:
     min_p: float = 0.0
     repetition_penalty: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def knobs(self) -> dict[str, Any]:
+        """The :data:`SAMPLING_KNOBS` as keyword arguments (``extra`` apart)."""
+        return {name: getattr(self, name) for name in SAMPLING_KNOBS}
 
 
 #: What an engine returns: tokens per request, and the sampled tokens' log-probabilities of the
@@ -119,11 +128,7 @@ class _ColocateEngine:
         params = [
             vllm.SamplingParams(
                 n=1,
-                temperature=s.temperature,
-                top_p=s.top_p,
-                top_k=s.top_k,
-                min_p=s.min_p,
-                repetition_penalty=s.repetition_penalty,
+                **s.knobs(),
                 max_tokens=max_tokens,
                 stop_token_ids=list(self.eos),
                 seed=seed,
@@ -189,11 +194,7 @@ class _ServerEngine:
         out = self.client.generate(
             prompts=[list(ids) for ids, _, _ in requests],
             n=1,
-            repetition_penalty=s.repetition_penalty,
-            temperature=s.temperature,
-            top_p=s.top_p,
-            top_k=s.top_k,
-            min_p=s.min_p,
+            **s.knobs(),
             max_tokens=max(m for _, m, _ in requests),
             logprobs=0 if want_logprobs else None,
             generation_kwargs={**s.extra, "stop_token_ids": list(self.eos)},
@@ -390,17 +391,9 @@ class VLLMTwoPhase:
         """
         g = vllm_generation
         engine = g.llm if g.mode == "colocate" else getattr(g, "vllm_client", None)
-        defaults = dict(
-            mode=g.mode,
-            temperature=g.temperature,
-            top_p=g.top_p,
-            top_k=g.top_k,
-            min_p=g.min_p,
-            repetition_penalty=g.repetition_penalty,
-            generation_kwargs=dict(g.generation_kwargs or {}),
-            sync_weights=g.sync_weights,
-            accelerator=g.accelerator,
-        )
+        defaults = {name: getattr(g, name) for name in SAMPLING_KNOBS}
+        defaults.update(mode=g.mode, generation_kwargs=dict(g.generation_kwargs or {}),
+                        sync_weights=g.sync_weights, accelerator=g.accelerator)
         return cls(engine, **{**defaults, **kwargs})
 
     # ------------------------------------------------------------------ helpers
@@ -584,21 +577,7 @@ class VLLMTwoPhase:
         list of completion id lists (prefix + suffix, trimmed after the first EOS, EOS kept),
         one per selected row, in the order of ``selected`` (ascending for a mask).
         """
-        state = prefix.state
-        if not isinstance(state, VLLMPrefixState):
-            raise ValueError(
-                f"prefix must come from VLLMTwoPhase.generate_prefixes; its state is a "
-                f"{type(state).__name__}"
-            )
-        if state.consumed:
-            raise ValueError(
-                "prefix.state was already consumed by continue_selected; each PrefixResult can "
-                "be continued once"
-            )
-        rows = len(prefix.prefix_ids)
-        idx = parse_selection(selected, rows)
-        done = np.asarray(prefix.prefix_done.cpu(), dtype=bool)
-        go = [i for i in idx if not done[i]]
+        state, idx, done, go = resume_rows(prefix, selected, VLLMPrefixState, "VLLMTwoPhase")
         seeds = self._seeds(len(go))
         reqs = [
             (
