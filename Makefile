@@ -169,10 +169,11 @@ bench-vllm: $(VLLM_STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
 
-# The documentation's figures: the computed ones redrawn from the current code with their data
-# tables (tests/test_figures.py checks the committed tables), the training ones' commands listed.
+# The documentation's figures, each drawn from its data table: the computed ones recomputed from
+# the current code, the training ones from the runs committed under docs/data
+# (tests/test_figures.py checks both kinds of table).
 figures: $(STAMP)
-	$(PY) -m pairht.figures
+	$(VENV)/bin/pairht figures
 
 clean:
 	rm -rf $(VENV) $(LOWER) $(VLLM_ENV) $(VERL_ENV) $(LATEST) build dist *.egg-info src/*.egg-info site \

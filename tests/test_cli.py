@@ -330,7 +330,7 @@ def test_the_demo_task_choices_are_the_task_registry():
 
 
 def test_every_command_is_typer_with_the_same_help_conventions():
-    for command in ("audit", "audit-demo", "demo", "experiment", "train"):
+    for command in ("audit", "audit-demo", "demo", "experiment", "figures", "train"):
         res = _run([command, "--help"])
         assert res.exit_code == 0, command
         text = " ".join(res.output.split())

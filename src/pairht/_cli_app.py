@@ -685,6 +685,15 @@ def experiment(
     epochs: Annotated[int, typer.Option(
     "--epochs", min=1, help="Passes over the training prompts (>= 2: VIP/HORA get a "
          "history).")] = 1,
+    warmup_steps: Annotated[int | None, typer.Option(
+    "--warmup-steps", min=1, help="Supervised warm-up steps (default: the task's; cached "
+         "under $PAIRHT_CACHE).")] = None,
+    prompts_per_step: Annotated[int | None, typer.Option(
+    "--prompts-per-step", min=1, help="Prompts per optimizer step (default: the "
+         "task's).")] = None,
+    eval_every: Annotated[int | None, typer.Option(
+    "--eval-every", min=1, help="Held-out evaluation period in steps (default: a fifth of "
+         "the steps).")] = None,
     out_dir: Annotated[str, typer.Option("--out-dir", "-o", help="Directory of the report and "
          "figures.")] = "experiment-out",
     no_progress: NoProgressOpt = False,
@@ -712,11 +721,45 @@ def experiment(
         res = ex.run_experiment(
             names, seed_list, task=task.value, steps=steps, epochs=epochs,
             budget_ratio=budget_ratio, tau=tau, learning_rate=learning_rate, out_dir=out_dir,
-            progress=not no_progress)
+            warmup_steps=warmup_steps, prompts_per_step=prompts_per_step,
+            eval_every=eval_every, progress=not no_progress)
     except (ValueError, TypeError, OSError) as exc:
         raise _fail(exc) from None
     typer.echo(res.report_path.read_text())
     typer.echo(f"wrote {res.report_path} in {time.perf_counter() - t0:.0f} s")
+
+
+# ---------------------------------------------------------------------- pairht figures
+@app.command("figures")
+def figures(
+    root: Annotated[str, typer.Option(
+    "--root", help="Repository root: images go to ROOT/docs/img, training figures' data "
+         "tables are read from ROOT/docs/data.")] = ".",
+    name: Annotated[list[str] | None, typer.Option(
+    "--name", "-n", help="A figure to redraw (repeatable; default: every registered "
+         "figure).")] = None,
+    list_figures: Annotated[bool, typer.Option(
+    "--list", help="List the figures, their data tables and what they show; draw "
+         "nothing.")] = False,
+) -> None:
+    """Redraw the documentation's figures from their data tables (no training).
+
+    Computed figures are recomputed from the current code and their tables written beside
+    them; training figures are drawn from the committed runs under docs/data
+    (pairht.figures). Needs the cli extra (matplotlib).
+    """
+    from pairht import figures as figs
+
+    if list_figures:
+        for fig in figs.FIGURES.values():
+            typer.echo(f"{fig.name}.png  [{fig.data_path}]  {fig.what}")
+        return
+    try:
+        written = figs.redraw(root, name or None)
+    except (ValueError, OSError) as exc:
+        raise _fail(exc) from None
+    for path in written:
+        typer.echo(f"wrote {path}")
 
 
 # ---------------------------------------------------------------------- pairht train

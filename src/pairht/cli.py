@@ -7,6 +7,8 @@
                            (minutes), delegated to ``pairht.demo.demo.main``
 ``pairht experiment``      the compute-matched comparison over seeds (``pairht.demo.experiment``)
 ``pairht audit-demo``      a short audit of a synthetic population (under a minute)
+``pairht figures``         redraw the documentation's figures from their data tables
+                           (:mod:`pairht.figures`)
 
 The commands live in :mod:`pairht._cli_app`, which imports typer; this module imports nothing
 optional, so that :func:`main` still runs on the core install (numpy, scipy, numba only) and
