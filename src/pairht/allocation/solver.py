@@ -33,13 +33,13 @@ from pairht.allocation._checks import (
     check_tol,
 )
 from pairht.allocation._ipm_kernel import ipm_batch
+from pairht.allocation._kkt_kernel import certify
 from pairht.allocation.kkt import (
     _gradient,
     _lstsq_multipliers,
     _residual,
     _room,
     _value,
-    _value_gradient,
     kkt_residual,
     proxy_gradient,
     proxy_value,
@@ -900,9 +900,12 @@ def _solve_flat(
             c_res = np.where(face_tied & tight[:, None], face_t[:, None], c)
             room[tight] = np.einsum("bi,bi->b", c_res[tight] - face_t[tight, None],
                                     face_pt[tight])
-    objective, grad = _value_gradient(pi, a, b)
-    res = _residual(pi, a, b, c_res, bud, lo, lam,
-                    None if n is None else nu, nf, None if n is None else shift, room, grad)
+    # The certificate of every returned point, in one compiled pass (kkt._residual's terms).
+    objective, res, cost = np.empty(m), np.empty(m), np.empty(m)
+    zeros = np.zeros(m) if nf is None else nf
+    certify(pi, np.ascontiguousarray(a), np.ascontiguousarray(b), np.ascontiguousarray(c_res),
+            np.ascontiguousarray(bud), lo, lam, nu, zeros, shift,
+            zeros if room is None else room, nf is not None, objective, res, cost)
     converged = res <= tol
     failed = ~converged & (iters > 0)
     status[failed] = "max_iterations"
@@ -919,7 +922,8 @@ def _solve_flat(
         res[fb] = _residual(pi[fb], a[fb], b[fb], c[fb], bud[fb], lo, lam[fb],
                             None if n is None else nu[fb], None if nf is None else nf[fb])
         converged = res <= tol
-    cost = np.einsum("bi,bi->b", c, pi)
+    if fb.any() or c_res is not c:  # the certificate's cost is c_res . pi before the fallback
+        cost = np.einsum("bi,bi->b", c, pi)
     return {
         "pi": pi,
         "objective": objective,
