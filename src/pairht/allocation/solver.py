@@ -779,6 +779,7 @@ def _solve_flat(
     y0 = np.full((m, G), np.nan)
     nf = None if n is None else n.astype(np.float64)
     face_t = face_free = face_pt = face_tied = None
+    any_face = False  # a problem solved on the least-cost face (status "min_cost")
     if nf is None:  # same as ``n is None``; testing nf lets the type checker narrow it
         at_full = (bud >= full) & todo
         pi[at_full] = 1.0
@@ -789,13 +790,19 @@ def _solve_flat(
         status[at_floor] = "floor"
         todo &= ~at_floor
         deg = degenerate & todo
-        pi[deg] = uniform_share(bud[deg], full[deg])[:, None]
-        status[deg] = "degenerate"
-        todo &= ~deg
+        if deg.any():
+            pi[deg] = uniform_share(bud[deg], full[deg])[:, None]
+            status[deg] = "degenerate"
+            todo &= ~deg
         idx = np.flatnonzero(todo)
-        row[idx] = c[idx] / bud[idx, None]
-        scale[idx] = bud[idx]
-        fixed[idx] = isolated[idx]
+        if idx.size == m:  # the common case: no fancy-index copies
+            np.divide(c, bud[:, None], out=row)
+            scale[:] = bud
+            fixed[:] = isolated
+        else:
+            row[idx] = c[idx] / bud[idx, None]
+            scale[idx] = bud[idx]
+            fixed[idx] = isolated[idx]
         if idx.size:
             y0[idx] = _start_point(row[idx], lo, None, None,
                                    None if warm is None else warm[idx])
@@ -827,6 +834,7 @@ def _solve_flat(
         face_pt, face_free, face_t, face_tied = least_cost_face(c, lo, nf)
         face_free = face_free & tight[:, None]
         status[tight] = "min_cost"
+        any_face = bool(tight.any())
         single = tight & ~face_free.any(axis=1)
         pi[single] = face_pt[single]
         todo &= ~single
@@ -846,26 +854,27 @@ def _solve_flat(
     if idx.size:
         every = idx.size == m  # the common case: no fancy-index copies
         A_, B_ = (a, b) if every else (a[idx], b[idx])
-        R_ = row[idx]
+        R_, sc_ = (row, scale) if every else (row[idx], scale[idx])
         y, zc, nu_s, it, _, amax, s2 = ipm_batch(
             np.ascontiguousarray(A_), np.ascontiguousarray(B_),
-            np.ascontiguousarray(p if every else p[idx]), np.ascontiguousarray(R_),
+            np.ascontiguousarray(p if every else p[idx]), R_,
             lo, np.zeros(idx.size) if nf is None else nf[idx], n is not None,
-            np.ascontiguousarray(fixed[idx]), np.ascontiguousarray(y0[idx]),
+            fixed if every else fixed[idx], y0 if every else y0[idx],
             0.1, 0.1 * tol, max_iter)
-        y = np.clip(y, lo, 1.0)
+        np.minimum(np.maximum(y, lo, out=y), 1.0, out=y)  # the box, as np.clip(y, lo, 1)
         if nf is not None:
             y = _restore_size(y, R_, lo, nf[idx])
-        pi[idx] = y
-        kept = scale[idx] > 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lam[idx] = np.where(kept, zc * amax / s2 / np.where(kept, scale[idx], 1.0), 0.0)
+        kept = sc_ > 0  # 0: the budget row was dropped, its multiplier is 0
+        lam_ = np.where(kept, zc * amax / s2 / np.where(kept, sc_, 1.0), 0.0)
+        if every:
+            pi, lam, iters = y, lam_, it
+        else:
+            pi[idx], lam[idx], iters[idx] = y, lam_, it
         if n is not None:
             nu[idx] = nu_s * amax / s2
-        iters[idx] = it
     # Multipliers of the closed forms (every bound sign-correct, complementarity exact);
     # a batch solved entirely by the interior point (the common case) has none.
-    if idx.size < m or bool(np.any(status == "min_cost")):
+    if idx.size < m or any_face:
         g = _gradient(pi, a, b)
         if n is None:
             fl = status == "floor"
@@ -894,7 +903,7 @@ def _solve_flat(
         # counts as the least cost (EDGE_RTOL) is measured as that cost, in the same form.
         room = _room(bud, nf, shift)
         tight = status == "min_cost"
-        if tight.any():
+        if any_face:
             assert face_t is not None and face_pt is not None and face_tied is not None
             # ... and costs that count as the marginal cost t are measured as t.
             c_res = np.where(face_tied & tight[:, None], face_t[:, None], c)
