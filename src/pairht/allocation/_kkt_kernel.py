@@ -6,9 +6,10 @@ compute as whole-batch numpy expressions: ``u = 1/pi``, ``A u``, ``f = u . A u /
 ``g = -(A u + b) u^2`` and the largest of the stationarity (natural residual), dual,
 complementarity, budget, box and size terms. Compiled because at a training step's batch
 sizes the numpy form is two dozen array passes and temporaries, about a tenth of a
-millisecond a call, a tenth of the solver's time. No ``fastmath``: a NaN must read as NaN
-(the residual is then ``inf``), and every term is the IEEE expression numpy evaluates; only
-the order of the sums differs (``tests/allocation/test_kkt_kernel.py`` holds the two to
+millisecond a call, a tenth of the solver's time. The only fast-math flag is ``reassoc``,
+which lets the ``A u`` row sums run across the vector lanes: a NaN still reads as NaN (the
+residual is then ``inf``), and every term is the IEEE expression numpy evaluates, only the
+order of the sums differs (``tests/allocation/test_kkt_kernel.py`` holds the two to
 ``1e-14``).
 """
 
@@ -18,7 +19,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath={"reassoc"})
 def certify(pi, a, b, c, budget, lo, lam, nu, size, shift, room, sized, value, resid, cost):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Fill ``value``, ``resid`` and ``cost`` (each ``(m,)``) for ``m`` flat problems.
 

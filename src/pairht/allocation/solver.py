@@ -34,6 +34,7 @@ from pairht.allocation._checks import (
 )
 from pairht.allocation._ipm_kernel import ipm_batch
 from pairht.allocation._kkt_kernel import certify
+from pairht.allocation._pair_tables import isolated_fill
 from pairht.allocation.kkt import (
     _gradient,
     _lstsq_multipliers,
@@ -760,6 +761,7 @@ def _solve_flat(
 ) -> dict[str, np.ndarray]:
     """:func:`allocate` on validated, flattened ``(m, G)`` problems; returns the fields."""
     m, G = c.shape
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)  # one layout for the kernels
     full = c.sum(axis=1)
     floor = lo * full
     pi = np.full((m, G), np.nan)
@@ -769,7 +771,8 @@ def _solve_flat(
     iters = np.zeros(m, dtype=np.int64)
     status = np.full(m, "optimal", dtype=object)
     todo = np.ones(m, dtype=bool)
-    isolated = (a @ np.ones(G)) == 0.0  # a >= 0: a zero row sum is a row without edges
+    isolated = np.empty((m, G), dtype=bool)  # rows of a without a nonzero entry
+    isolated_fill(a, isolated)
     degenerate = isolated.all(axis=1)
     # Interior-point set-up per problem: cost row (scaled budget 1; zero = budget dropped),
     # the budget scale that row was divided by (0: dropped), fixed vertices and the start.
@@ -856,8 +859,7 @@ def _solve_flat(
         A_, B_ = (a, b) if every else (a[idx], b[idx])
         R_, sc_ = (row, scale) if every else (row[idx], scale[idx])
         y, zc, nu_s, it, _, amax, s2 = ipm_batch(
-            np.ascontiguousarray(A_), np.ascontiguousarray(B_),
-            np.ascontiguousarray(p if every else p[idx]), R_,
+            A_, B_, np.ascontiguousarray(p if every else p[idx]), R_,
             lo, np.zeros(idx.size) if nf is None else nf[idx], n is not None,
             fixed if every else fixed[idx], y0 if every else y0[idx],
             0.1, 0.1 * tol, max_iter)
@@ -912,7 +914,7 @@ def _solve_flat(
     # The certificate of every returned point, in one compiled pass (kkt._residual's terms).
     objective, res, cost = np.empty(m), np.empty(m), np.empty(m)
     zeros = np.zeros(m) if nf is None else nf
-    certify(pi, np.ascontiguousarray(a), np.ascontiguousarray(b), np.ascontiguousarray(c_res),
+    certify(pi, a, b, np.ascontiguousarray(c_res),
             np.ascontiguousarray(bud), lo, lam, nu, zeros, shift,
             zeros if room is None else room, nf is not None, objective, res, cost)
     converged = res <= tol
