@@ -86,7 +86,7 @@ def test_certify_matches_numpy_on_the_size_route(G):
 def test_certify_reads_nan_as_infinite_residual():
     """A NaN in ``pi`` or in ``lam`` gives ``inf``, as the numpy residual does."""
     rng = np.random.default_rng(1)
-    p, c, budget, a, b = _problems(rng, 4, 6)
+    _, c, budget, a, b = _problems(rng, 4, 6)
     pi = np.full((4, 6), 0.5)
     pi[1, 2] = np.nan
     lam = np.ones(4)

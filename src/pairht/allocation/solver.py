@@ -32,6 +32,14 @@ from pairht.allocation._checks import (
     check_max_iter,
     check_tol,
 )
+from pairht.allocation._free_setup import (
+    DEGENERATE,
+    FLOOR,
+    FULL,
+    INTERIOR,
+    cold_start_free,
+    free_setup,
+)
 from pairht.allocation._ipm_kernel import ipm_batch
 from pairht.allocation._kkt_kernel import certify
 from pairht.allocation._pair_tables import isolated_fill
@@ -215,9 +223,9 @@ def _start_point(
     m, G = cs.shape
     full = cs.sum(axis=1)
     if n is None:
-        lower, upper = lo * full, np.minimum(1.0, full)
-        theta = _START_ROOM * (upper - lower) / np.maximum(full - lower, 1e-300)
-        y0 = lo + theta[:, None] * (1.0 - lo) * np.ones((1, G))
+        y0 = np.empty((m, G))
+        cold_start_free(np.ascontiguousarray(cs), lo, _START_ROOM, y0)
+        lower = lo * full
     else:
         assert mc is not None  # the least-cost point always comes with a size
         uni = np.broadcast_to((n / G)[:, None], (m, G))
@@ -763,7 +771,6 @@ def _solve_flat(
     m, G = c.shape
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)  # one layout for the kernels
     full = c.sum(axis=1)
-    floor = lo * full
     pi = np.full((m, G), np.nan)
     lam = np.zeros(m)
     nu = np.zeros(m)  # size multiplier for the budget row written (c - shift)
@@ -773,7 +780,6 @@ def _solve_flat(
     todo = np.ones(m, dtype=bool)
     isolated = np.empty((m, G), dtype=bool)  # rows of a without a nonzero entry
     isolated_fill(a, isolated)
-    degenerate = isolated.all(axis=1)
     # Interior-point set-up per problem: cost row (scaled budget 1; zero = budget dropped),
     # the budget scale that row was divided by (0: dropped), fixed vertices and the start.
     row = np.zeros((m, G))
@@ -784,32 +790,23 @@ def _solve_flat(
     face_t = face_free = face_pt = face_tied = None
     any_face = False  # a problem solved on the least-cost face (status "min_cost")
     if nf is None:  # same as ``n is None``; testing nf lets the type checker narrow it
-        at_full = (bud >= full) & todo
-        pi[at_full] = 1.0
-        status[at_full] = "full"
-        todo &= ~at_full
-        at_floor = (bud <= floor * (1 + EDGE_RTOL)) & todo
-        pi[at_floor] = lo
-        status[at_floor] = "floor"
-        todo &= ~at_floor
-        deg = degenerate & todo
-        if deg.any():
+        # Closed forms (pi = 1 if the budget affords it, pi_min at the floor's cost, the
+        # uniform share if a = 0), else the scaled row and the cold start, in one pass.
+        code = np.empty(m, dtype=np.int8)
+        free_setup(c, bud, full, lo, isolated, EDGE_RTOL, _START_ROOM, code, row, scale, fixed,
+                   y0)
+        todo = code == INTERIOR
+        if not todo.all():
+            for kind, name in ((FULL, "full"), (FLOOR, "floor"), (DEGENERATE, "degenerate")):
+                status[code == kind] = name
+            pi[code == FULL] = 1.0
+            pi[code == FLOOR] = lo
+            deg = code == DEGENERATE
             pi[deg] = uniform_share(bud[deg], full[deg])[:, None]
-            status[deg] = "degenerate"
-            todo &= ~deg
-        idx = np.flatnonzero(todo)
-        if idx.size == m:  # the common case: no fancy-index copies
-            np.divide(c, bud[:, None], out=row)
-            scale[:] = bud
-            fixed[:] = isolated
-        else:
-            row[idx] = c[idx] / bud[idx, None]
-            scale[idx] = bud[idx]
-            fixed[idx] = isolated[idx]
-        if idx.size:
-            y0[idx] = _start_point(row[idx], lo, None, None,
-                                   None if warm is None else warm[idx])
-        y0[fixed] = lo
+        if warm is not None and todo.any():
+            idx = np.flatnonzero(todo)
+            y0[idx] = _start_point(row[idx], lo, None, None, warm[idx])
+            y0[fixed] = lo
     else:
         mc = min_cost_point(c, lo, nf)
         mincost = np.einsum("bi,bi->b", c, mc)
@@ -822,7 +819,7 @@ def _solve_flat(
         pi[at_floor] = lo
         status[at_floor] = "floor"
         todo &= ~at_floor
-        deg = degenerate & todo
+        deg = isolated.all(axis=1) & todo
         pi[deg] = _uniform_with_size(nf[deg], full[deg], bud[deg], mincost[deg], mc[deg])
         status[deg] = "degenerate"
         todo &= ~deg
