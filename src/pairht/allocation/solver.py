@@ -776,7 +776,7 @@ def _solve_flat(
     nu = np.zeros(m)  # size multiplier for the budget row written (c - shift)
     shift = np.zeros(m)
     iters = np.zeros(m, dtype=np.int64)
-    status = np.full(m, "optimal", dtype=object)
+    status = np.full(m, "optimal", dtype="<U16")  # wide enough for "fallback_uniform"
     todo = np.ones(m, dtype=bool)
     isolated = np.empty((m, G), dtype=bool)  # rows of a without a nonzero entry
     isolated_fill(a, isolated)
@@ -937,7 +937,7 @@ def _solve_flat(
         "objective": objective,
         "kkt_residual": res,
         "iterations": iters,
-        "status": status.astype(str),
+        "status": status,
         "converged": converged,
         "fallback_used": fb,
         "expected_cost": cost,
