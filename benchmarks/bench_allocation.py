@@ -19,6 +19,7 @@ depends on the machine's load (at G = 32 on a busy 2-core machine, 2-10 s per ba
 of 0.17 s), which would inflate the ratio. ``--blas-threads 0`` keeps the libraries' default.
 
 Run:  .venv/bin/python benchmarks/bench_allocation.py [--slsqp-cap-64 32] [--repeats 5]
+      [--sizes 16,32]
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=5,
                     help="interleaved rounds (ours, SLSQP) per G; medians are reported")
+    ap.add_argument("--sizes", default="8,16,32,64",
+                    help="comma-separated group sizes G to measure")
     ap.add_argument("--blas-threads", type=int, default=1,
                     help="BLAS threads for both sides (0: the libraries' default)")
     args = ap.parse_args()
@@ -101,7 +104,7 @@ def run(args: argparse.Namespace) -> None:
           f"{'ours conv':>9} {'slsqp ok':>8} {'slsqp kkt':>9} {'max gap':>10} "
           f"{'iters':>6} {'warm it':>7} {'warm ms':>8} {'raw gap':>9} "
           f"{'abs ms':>9} {'abs ok':>8} {'abs rat':>8}")
-    for G in (8, 16, 32, 64):
+    for G in (int(g) for g in args.sizes.split(",")):
         p, c, budget = problems(args.batch, G, rng)
         res = allocate(p, c, budget)
         ns = args.batch if G < 64 else min(args.batch, args.slsqp_cap_64)

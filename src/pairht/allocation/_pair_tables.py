@@ -48,3 +48,22 @@ def vertex_term_fill(a, out):  # type: ignore[no-untyped-def]  # pragma: no cove
                 s += np.sqrt(v)
                 t += v
             out[k, i] = max(s * s - t, 0.0)
+
+
+@njit(cache=True)
+def isolated_fill(a, out):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """``out[k, i] = True`` iff row ``i`` of ``a[k]`` is zero (a vertex without edges).
+
+    ``a`` is ``(m, G, G)``, ``out`` ``(m, G)`` bool. For the nonnegative tables of this
+    package that is ``a[k] @ 1 == 0``; the scan stops at a row's first nonzero entry, so a
+    row with edges costs a cache line or two instead of a pass over the ``G x G`` table.
+    """
+    m, G = out.shape
+    for k in range(m):
+        for i in range(G):
+            zero = True
+            for j in range(G):
+                if a[k, i, j] != 0.0:
+                    zero = False
+                    break
+            out[k, i] = zero

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from pairht import _validation
 from pairht._validation import (
     check_finite,
     check_probabilities,
@@ -52,6 +53,8 @@ def check_pair_table_size(shape: tuple[int, ...], name: str = "p_hat") -> None:
     """
     g = shape[-1] if shape else 0
     problems = math.prod(shape[:-1])
+    if 8 * problems * g * g <= _validation.MAX_TABLE_BYTES:  # read at call time, as below
+        return  # (the message below is only built for a refusal)
     check_table_size(
         f"the G x G pair table of {name} with shape {shape} ({problems} problem(s) x G x G, "
         f"G = {g})",

@@ -32,14 +32,23 @@ from pairht.allocation._checks import (
     check_max_iter,
     check_tol,
 )
+from pairht.allocation._free_setup import (
+    DEGENERATE,
+    FLOOR,
+    FULL,
+    INTERIOR,
+    cold_start_free,
+    free_setup,
+)
 from pairht.allocation._ipm_kernel import ipm_batch
+from pairht.allocation._kkt_kernel import certify
+from pairht.allocation._pair_tables import isolated_fill
 from pairht.allocation.kkt import (
     _gradient,
     _lstsq_multipliers,
     _residual,
     _room,
     _value,
-    _value_gradient,
     kkt_residual,
     proxy_gradient,
     proxy_value,
@@ -213,9 +222,9 @@ def _start_point(
     m, G = cs.shape
     full = cs.sum(axis=1)
     if n is None:
-        lower, upper = lo * full, np.minimum(1.0, full)
-        theta = _START_ROOM * (upper - lower) / np.maximum(full - lower, 1e-300)
-        y0 = lo + theta[:, None] * (1.0 - lo) * np.ones((1, G))
+        y0 = np.empty((m, G))
+        cold_start_free(np.ascontiguousarray(cs), lo, _START_ROOM, y0)
+        lower = lo * full
     else:
         assert mc is not None  # the least-cost point always comes with a size
         uni = np.broadcast_to((n / G)[:, None], (m, G))
@@ -758,17 +767,17 @@ def _solve_flat(
 ) -> dict[str, np.ndarray]:
     """:func:`allocate` on validated, flattened ``(m, G)`` problems; returns the fields."""
     m, G = c.shape
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)  # one layout for the kernels
     full = c.sum(axis=1)
-    floor = lo * full
     pi = np.full((m, G), np.nan)
     lam = np.zeros(m)
     nu = np.zeros(m)  # size multiplier for the budget row written (c - shift)
     shift = np.zeros(m)
     iters = np.zeros(m, dtype=np.int64)
-    status = np.full(m, "optimal", dtype=object)
+    status = np.full(m, "optimal", dtype="<U16")  # wide enough for "fallback_uniform"
     todo = np.ones(m, dtype=bool)
-    isolated = (a @ np.ones(G)) == 0.0  # a >= 0: a zero row sum is a row without edges
-    degenerate = isolated.all(axis=1)
+    isolated = np.empty((m, G), dtype=bool)  # rows of a without a nonzero entry
+    isolated_fill(a, isolated)
     # Interior-point set-up per problem: cost row (scaled budget 1; zero = budget dropped),
     # the budget scale that row was divided by (0: dropped), fixed vertices and the start.
     row = np.zeros((m, G))
@@ -777,27 +786,25 @@ def _solve_flat(
     y0 = np.full((m, G), np.nan)
     nf = None if n is None else n.astype(np.float64)
     face_t = face_free = face_pt = face_tied = None
+    any_face = False  # a problem solved on the least-cost face (status "min_cost")
     if nf is None:  # same as ``n is None``; testing nf lets the type checker narrow it
-        at_full = (bud >= full) & todo
-        pi[at_full] = 1.0
-        status[at_full] = "full"
-        todo &= ~at_full
-        at_floor = (bud <= floor * (1 + EDGE_RTOL)) & todo
-        pi[at_floor] = lo
-        status[at_floor] = "floor"
-        todo &= ~at_floor
-        deg = degenerate & todo
-        pi[deg] = uniform_share(bud[deg], full[deg])[:, None]
-        status[deg] = "degenerate"
-        todo &= ~deg
-        idx = np.flatnonzero(todo)
-        row[idx] = c[idx] / bud[idx, None]
-        scale[idx] = bud[idx]
-        fixed[idx] = isolated[idx]
-        if idx.size:
-            y0[idx] = _start_point(row[idx], lo, None, None,
-                                   None if warm is None else warm[idx])
-        y0[fixed] = lo
+        # Closed forms (pi = 1 if the budget affords it, pi_min at the floor's cost, the
+        # uniform share if a = 0), else the scaled row and the cold start, in one pass.
+        code = np.empty(m, dtype=np.int8)
+        free_setup(c, bud, full, lo, isolated, EDGE_RTOL, _START_ROOM, code, row, scale, fixed,
+                   y0)
+        todo = code == INTERIOR
+        if not todo.all():
+            for kind, name in ((FULL, "full"), (FLOOR, "floor"), (DEGENERATE, "degenerate")):
+                status[code == kind] = name
+            pi[code == FULL] = 1.0
+            pi[code == FLOOR] = lo
+            deg = code == DEGENERATE
+            pi[deg] = uniform_share(bud[deg], full[deg])[:, None]
+        if warm is not None and todo.any():
+            idx = np.flatnonzero(todo)
+            y0[idx] = _start_point(row[idx], lo, None, None, warm[idx])
+            y0[fixed] = lo
     else:
         mc = min_cost_point(c, lo, nf)
         mincost = np.einsum("bi,bi->b", c, mc)
@@ -810,7 +817,7 @@ def _solve_flat(
         pi[at_floor] = lo
         status[at_floor] = "floor"
         todo &= ~at_floor
-        deg = degenerate & todo
+        deg = isolated.all(axis=1) & todo
         pi[deg] = _uniform_with_size(nf[deg], full[deg], bud[deg], mincost[deg], mc[deg])
         status[deg] = "degenerate"
         todo &= ~deg
@@ -825,6 +832,7 @@ def _solve_flat(
         face_pt, face_free, face_t, face_tied = least_cost_face(c, lo, nf)
         face_free = face_free & tight[:, None]
         status[tight] = "min_cost"
+        any_face = bool(tight.any())
         single = tight & ~face_free.any(axis=1)
         pi[single] = face_pt[single]
         todo &= ~single
@@ -844,26 +852,26 @@ def _solve_flat(
     if idx.size:
         every = idx.size == m  # the common case: no fancy-index copies
         A_, B_ = (a, b) if every else (a[idx], b[idx])
-        R_ = row[idx]
+        R_, sc_ = (row, scale) if every else (row[idx], scale[idx])
         y, zc, nu_s, it, _, amax, s2 = ipm_batch(
-            np.ascontiguousarray(A_), np.ascontiguousarray(B_),
-            np.ascontiguousarray(p if every else p[idx]), np.ascontiguousarray(R_),
+            A_, B_, np.ascontiguousarray(p if every else p[idx]), R_,
             lo, np.zeros(idx.size) if nf is None else nf[idx], n is not None,
-            np.ascontiguousarray(fixed[idx]), np.ascontiguousarray(y0[idx]),
+            fixed if every else fixed[idx], y0 if every else y0[idx],
             0.1, 0.1 * tol, max_iter)
-        y = np.clip(y, lo, 1.0)
+        np.minimum(np.maximum(y, lo, out=y), 1.0, out=y)  # the box, as np.clip(y, lo, 1)
         if nf is not None:
             y = _restore_size(y, R_, lo, nf[idx])
-        pi[idx] = y
-        kept = scale[idx] > 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lam[idx] = np.where(kept, zc * amax / s2 / np.where(kept, scale[idx], 1.0), 0.0)
+        kept = sc_ > 0  # 0: the budget row was dropped, its multiplier is 0
+        lam_ = np.where(kept, zc * amax / s2 / np.where(kept, sc_, 1.0), 0.0)
+        if every:
+            pi, lam, iters = y, lam_, it
+        else:
+            pi[idx], lam[idx], iters[idx] = y, lam_, it
         if n is not None:
             nu[idx] = nu_s * amax / s2
-        iters[idx] = it
     # Multipliers of the closed forms (every bound sign-correct, complementarity exact);
     # a batch solved entirely by the interior point (the common case) has none.
-    if idx.size < m or bool(np.any(status == "min_cost")):
+    if idx.size < m or any_face:
         g = _gradient(pi, a, b)
         if n is None:
             fl = status == "floor"
@@ -892,15 +900,18 @@ def _solve_flat(
         # counts as the least cost (EDGE_RTOL) is measured as that cost, in the same form.
         room = _room(bud, nf, shift)
         tight = status == "min_cost"
-        if tight.any():
+        if any_face:
             assert face_t is not None and face_pt is not None and face_tied is not None
             # ... and costs that count as the marginal cost t are measured as t.
             c_res = np.where(face_tied & tight[:, None], face_t[:, None], c)
             room[tight] = np.einsum("bi,bi->b", c_res[tight] - face_t[tight, None],
                                     face_pt[tight])
-    objective, grad = _value_gradient(pi, a, b)
-    res = _residual(pi, a, b, c_res, bud, lo, lam,
-                    None if n is None else nu, nf, None if n is None else shift, room, grad)
+    # The certificate of every returned point, in one compiled pass (kkt._residual's terms).
+    objective, res, cost = np.empty(m), np.empty(m), np.empty(m)
+    zeros = np.zeros(m) if nf is None else nf
+    certify(pi, a, b, np.ascontiguousarray(c_res),
+            np.ascontiguousarray(bud), lo, lam, nu, zeros, shift,
+            zeros if room is None else room, nf is not None, objective, res, cost)
     converged = res <= tol
     failed = ~converged & (iters > 0)
     status[failed] = "max_iterations"
@@ -917,13 +928,14 @@ def _solve_flat(
         res[fb] = _residual(pi[fb], a[fb], b[fb], c[fb], bud[fb], lo, lam[fb],
                             None if n is None else nu[fb], None if nf is None else nf[fb])
         converged = res <= tol
-    cost = np.einsum("bi,bi->b", c, pi)
+    if fb.any() or c_res is not c:  # the certificate's cost is c_res . pi before the fallback
+        cost = np.einsum("bi,bi->b", c, pi)
     return {
         "pi": pi,
         "objective": objective,
         "kkt_residual": res,
         "iterations": iters,
-        "status": status.astype(str),
+        "status": status,
         "converged": converged,
         "fallback_used": fb,
         "expected_cost": cost,
