@@ -110,12 +110,20 @@ def build_config(settings: Mapping[str, Any]) -> Any:
 
 
 def _dataset(path: str, prompt_field: str, answer_field: str, reward: str) -> Any:
-    from datasets import load_dataset
+    import datasets
 
     if not os.path.isfile(path):
         raise ValueError(f"--data must be a JSONL file (one JSON object a line); {path!r} "
                          f"does not exist")
-    ds = load_dataset("json", data_files=path, split="train")
+    # A local JSONL loads in well under a second; the "Generating train split" bar it prints
+    # on a cold cache would stand before a one-line input error (and after it, in the log).
+    was_on = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        ds = datasets.load_dataset("json", data_files=path, split="train")
+    finally:
+        if was_on:
+            datasets.enable_progress_bars()
     if prompt_field not in ds.column_names:
         raise ValueError(f"--data {path}: no prompt field {prompt_field!r} (columns: "
                          f"{', '.join(ds.column_names)}); set --prompt-field")
