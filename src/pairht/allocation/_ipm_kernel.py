@@ -446,17 +446,25 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  
             gi = q[i] * u[i] * u[i]
             if ff[i] > 0 and gi > gam0:
                 gam0 = gi
-        mu0 = mu_scale * max(gam0, 1e-300)
         cy = 0.0
+        smin = 1.0
         for i in range(G):
             cy += c[i] * y[i]
             # Slacks are state variables, not recomputed from y: near a bound y - lo cancels
             # to a few ulps while the true slack (~ mu / z) keeps shrinking geometrically.
             sl[i] = y[i] - lo if ff[i] > 0 else 1.0
             su[i] = 1.0 - y[i] if ff[i] > 0 else 1.0
+            smin = min(smin, sl[i], su[i])
+        sc = 1.0 - cy
+        smin = min(smin, sc)
+        # Centred start z = mu0 / s with no dual above 1e2 gam0: a start pressed against a
+        # bound or the budget (the interior a sliver, e.g. a budget 2e-9 above the least cost)
+        # would otherwise get duals ~ gam0 / s (1e10 gam0), and the rounding of the huge,
+        # cancelling zc c + nu then moves y off the size row by more than the sliver's width.
+        mu0 = mu_scale * max(gam0, 1e-300) * min(1.0, smin * (1e2 / mu_scale))
+        for i in range(G):
             zl[i] = mu0 / sl[i] * ff[i]
             zu[i] = mu0 / su[i] * ff[i]
-        sc = 1.0 - cy
         zc = mu0 / sc
         nu = 0.0
         ncomp = 2.0 * nf + 1.0
