@@ -20,6 +20,7 @@ from pairht.allocation import (
     kkt_residual,
     proxy_value,
     reference_slsqp,
+    solve_program,
 )
 
 from .alloc_helpers import assert_kkt
@@ -250,3 +251,36 @@ def test_a_budget_a_hair_above_the_least_cost_is_solved_on_the_face(p, c, budget
     assert abs(float(res.pi.sum()) - n) <= 1e-12 * n
     assert float(res.pi @ np.asarray(c)) <= budget * (1 + 1e-12)
     assert res.pi.min() >= 0.01 - 1e-15 and res.pi.max() <= 1.0
+
+
+# Found by hypothesis: a budget 2.1e-9 (relative) above the least cost of n units, just outside
+# FACE_RTOL, so the interior-point method runs in a sliver whose start lies ~1e-8 from three
+# bounds and the budget. Duals started at mu0 / slack (~1e10 times the gradient) stalled the
+# line search (max_iterations at the start point, residual 0.95) on both Newton paths.
+SLIVER = (
+    np.array([0.0, 0.0, 0.0, 0.0, 1.0]),
+    np.array([1.0, 1.02329299, 1.02329299, 1.04712855, 1.20226443]),
+    2.0334333442982913,
+)
+
+
+@pytest.mark.parametrize("path", ["woodbury", "dense"])
+def test_a_budget_a_sliver_above_the_least_cost_converges_to_a_kkt_point(path):
+    """Through ``allocate`` the disagreement proxy takes the Woodbury path; the same program
+    with its terms doubled (same argmin, no longer the disagreement of ``p``) the dense one.
+    Optimality is certified independently (``assert_kkt``) and the point costs no more than
+    the least-cost point, which is feasible (a lower objective than it: the budget's sliver
+    is used)."""
+    p, c, budget = SLIVER
+    a, b = _ab(p)
+    if path == "woodbury":
+        res = allocate(p, c, budget, pi_min=0.05, size=2, max_iter=100, fallback=False)
+    else:
+        res = solve_program(p, c, budget, 2.0 * a, 2.0 * b, 0.05, size=2, max_iter=100,
+                            fallback=False)
+    assert res.status == "optimal" and res.converged, (res.status, res.kkt_residual)
+    _assert_feasible(res.pi, c, budget, 0.05, 2)
+    assert_kkt(res.pi, a, b, c, budget, 0.05, size=2)
+    least = np.array([1.0, 0.45, 0.45, 0.05, 0.05])  # the least-cost point of 2 units
+    assert c @ least <= budget
+    assert proxy_value(res.pi, a, b) <= proxy_value(least, a, b)
