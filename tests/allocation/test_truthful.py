@@ -284,3 +284,31 @@ def test_a_budget_a_sliver_above_the_least_cost_converges_to_a_kkt_point(path):
     least = np.array([1.0, 0.45, 0.45, 0.05, 0.05])  # the least-cost point of 2 units
     assert c @ least <= budget
     assert proxy_value(res.pi, a, b) <= proxy_value(least, a, b)
+
+
+def _sliver_grid():
+    """Budgets 2e-9..1e-8 (relative) above the least cost of n units, outside FACE_RTOL: the
+    class of SLIVER, over p in {0, 1} (and 1/2), tied, two-level and nearly tied costs."""
+    rng = np.random.default_rng(7)
+    for G in (4, 6):
+        for p in (np.arange(G) % 2 * 1.0, (np.arange(G) == G - 1) * 1.0,
+                  np.where(np.arange(G) % 3 == 0, 0.5, 1.0)):
+            for c in (np.ones(G), np.where(np.arange(G) % 2 == 0, 1.0, 1.5),
+                      1.0 + rng.integers(-4, 5, G) * 1e-6):
+                for lo in (0.05, 0.3):
+                    for n in (2, G - 1):
+                        for rel in (2e-9, 5e-9, 1e-8):
+                            yield p, c, _least_cost(c, lo, n) * (1 + rel), lo, n
+
+
+def test_budgets_a_sliver_above_the_least_cost_all_converge_to_kkt_points():
+    failed = []
+    for p, c, budget, lo, n in _sliver_grid():
+        res = allocate(p, c, budget, pi_min=lo, size=n, max_iter=100, fallback=False)
+        if not res.converged:
+            failed.append((p, c, budget, lo, n, res.status))
+            continue
+        _assert_feasible(res.pi, c, budget, lo, n)
+        if np.ptp(p) > 0:  # a = 0 (all p equal in {0, 1}): every feasible point is optimal
+            assert_kkt(res.pi, *_ab(p), c, budget, lo, size=n)
+    assert not failed, failed[:3]
