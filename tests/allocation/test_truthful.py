@@ -35,17 +35,21 @@ def _ab(p):
     return a, covariance_term(a)
 
 
-def _least_cost(c, lo, n):
-    """Least cost of n units in the box: the fractional-knapsack greedy (cheapest first),
-    written here independently of the package (a linear program's 1e-9 tolerance is too
-    coarse for budgets placed between nearly tied costs)."""
+def _least_cost_point(c, lo, n):
+    """A least-cost point of n units in the box: the fractional-knapsack greedy (cheapest
+    first), written here independently of the package (a linear program's 1e-9 tolerance is
+    too coarse for budgets placed between nearly tied costs)."""
     pi = np.full(len(c), lo)
     left = n - lo * len(c)
     for i in np.argsort(c, kind="stable"):
         step = min(1.0 - lo, left)
         pi[i] += step
         left -= step
-    return float(np.dot(c, pi))
+    return pi
+
+
+def _least_cost(c, lo, n):
+    return float(np.dot(c, _least_cost_point(c, lo, n)))
 
 
 def _assert_feasible(pi, c, budget, lo, n=None, rtol=1e-12):
@@ -253,35 +257,42 @@ def test_a_budget_a_hair_above_the_least_cost_is_solved_on_the_face(p, c, budget
     assert res.pi.min() >= 0.01 - 1e-15 and res.pi.max() <= 1.0
 
 
-# Found by hypothesis: a budget 2.1e-9 (relative) above the least cost of n units, just outside
-# FACE_RTOL, so the interior-point method runs in a sliver whose start lies ~1e-8 from three
-# bounds and the budget. Duals started at mu0 / slack (~1e10 times the gradient) stalled the
-# line search (max_iterations at the start point, residual 0.95) on both Newton paths.
-SLIVER = (
-    np.array([0.0, 0.0, 0.0, 0.0, 1.0]),
-    np.array([1.0, 1.02329299, 1.02329299, 1.04712855, 1.20226443]),
-    2.0334333442982913,
-)
+# Budgets just outside FACE_RTOL above the least cost of n units: the interior-point method
+# runs in a sliver, its start ~1e-8 from several bounds and the budget. Found by hypothesis
+# (the first: the start's duals at mu0 / slack, ~1e10 times the gradient, stalled the line
+# search at the start point, residual 0.95) and by a stress run (the others: the budget and
+# size multipliers grow to ~1e6, and the size row's rounding residual, ~1e-12, times them
+# made every direction ascend the barrier merit; residual 0.23 and 0.31).
+SLIVERS = [
+    (np.array([0.0, 0.0, 0.0, 0.0, 1.0]),
+     np.array([1.0, 1.02329299, 1.02329299, 1.04712855, 1.20226443]), 2.0334333442982913,
+     0.05, 2),
+    (np.array([0.0, 1.0, 1.0, 1.0, 0.0, 0.0]),
+     np.array([32.86, 5.24, 19.19, 5.78, 5.79, 10.18]), 11.469000022938001, 0.01, 2),
+    (np.array([0.0, 1.0, 1.0, 1.0, 0.0, 0.0]),
+     np.array([32.85577562404471, 5.242927508694661, 19.187888185279625, 5.7804690283439655,
+               5.794098384179934, 10.176674887076164]), 11.472322163919156, 0.01, 2),
+]
 
 
+@pytest.mark.parametrize("case", range(len(SLIVERS)))
 @pytest.mark.parametrize("path", ["woodbury", "dense"])
-def test_a_budget_a_sliver_above_the_least_cost_converges_to_a_kkt_point(path):
+def test_a_budget_a_sliver_above_the_least_cost_converges_to_a_kkt_point(path, case):
     """Through ``allocate`` the disagreement proxy takes the Woodbury path; the same program
     with its terms doubled (same argmin, no longer the disagreement of ``p``) the dense one.
-    Optimality is certified independently (``assert_kkt``) and the point costs no more than
-    the least-cost point, which is feasible (a lower objective than it: the budget's sliver
-    is used)."""
-    p, c, budget = SLIVER
+    Optimality is certified independently (``assert_kkt``) and the point is no worse than the
+    least-cost point, which is feasible."""
+    p, c, budget, lo, n = SLIVERS[case]
     a, b = _ab(p)
     if path == "woodbury":
-        res = allocate(p, c, budget, pi_min=0.05, size=2, max_iter=100, fallback=False)
+        res = allocate(p, c, budget, pi_min=lo, size=n, max_iter=100, fallback=False)
     else:
-        res = solve_program(p, c, budget, 2.0 * a, 2.0 * b, 0.05, size=2, max_iter=100,
+        res = solve_program(p, c, budget, 2.0 * a, 2.0 * b, lo, size=n, max_iter=100,
                             fallback=False)
     assert res.status == "optimal" and res.converged, (res.status, res.kkt_residual)
-    _assert_feasible(res.pi, c, budget, 0.05, 2)
-    assert_kkt(res.pi, a, b, c, budget, 0.05, size=2)
-    least = np.array([1.0, 0.45, 0.45, 0.05, 0.05])  # the least-cost point of 2 units
+    _assert_feasible(res.pi, c, budget, lo, n)
+    assert_kkt(res.pi, a, b, c, budget, lo, size=n)
+    least = _least_cost_point(c, lo, n)
     assert c @ least <= budget
     assert proxy_value(res.pi, a, b) <= proxy_value(least, a, b)
 

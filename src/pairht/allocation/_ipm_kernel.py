@@ -262,6 +262,25 @@ def _merit_change(A, b, pk, sig, lowrank, y, isl, isu, sc, ff, t, al, dy, cdy, u
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FAST)
+def _l1_size(rho, rp, edy, al):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """Change of the size row's exact penalty ``rho |n - sum y|`` along ``al * dy`` and its
+    slope at ``al = 0+``; ``rp = n - sum y``, ``edy = sum dy`` (the Newton row makes it ``rp``).
+
+    The barrier merit alone has slope ``-dy M dy - zc (c.dy)^2 / sc - (nu + dnu) rp`` along a
+    Newton direction: rounding leaves ``rp ~ 1e-12`` off the row, and with the huge,
+    cancelling ``nu`` of nearly parallel budget and size rows the last term makes the slope
+    positive, so no step passes the line search. With ``rho > |nu + dnu|`` the sum is a
+    descent function again (the l1 merit of Nocedal & Wright, 2006, section 15.4).
+    """
+    change = rho * (abs(rp - al * edy) - abs(rp))
+    if rp > 0.0:
+        return change, -rho * edy
+    if rp < 0.0:
+        return change, rho * edy
+    return change, rho * abs(edy)
+
+
+@njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _value(A, b, pk, sig, lowrank, u):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """``f = sum_{i<j} A_ij u_i u_j + b . u``; ``O(G)`` for the disagreement structure,
     ``sig (T1 T2 - sum_i p_i (1 - p_i) u_i^2) + b . u`` with ``T1 = p . u``,
@@ -608,12 +627,17 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  
                 f0 += 0.5 * u[i] * (q[i] + bk[i])
             slack = 1e-13 * (abs(f0) + smu * ncomp)
             dd = smu * cdy / sc
+            edy = 0.0
             for i in range(G):
                 if ff[i] > 0:
                     dd += (g[i] - smu * isl[i] + smu * isu[i]) * dy[i]
+                    edy += dy[i]
+            rho = 2.0 * abs(nu + dnu) if has_eq else 0.0
+            pen, slope = _l1_size(rho, rp, edy, al)
+            dd += slope
             pk = p[k]
             if not (dd < 0 and _merit_change(A, bk, pk, sig, lowrank, y, isl, isu, sc, ff, smu, al,
-                                             dy, cdy, ut, f0)
+                                             dy, cdy, ut, f0) + pen
                     <= 1e-4 * al * dd + slack):
                 for i in range(G):
                     tl[i] = smu
@@ -623,12 +647,16 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  
                                       dzu)
                 al = 0.995 * _max_step(isl, isu, sc, izl, izu, zc, dy, dzl, dzu, dzc, cdy)
                 dd = smu * cdy / sc
+                edy = 0.0
                 for i in range(G):
                     if ff[i] > 0:
                         dd += (g[i] - smu * isl[i] + smu * isu[i]) * dy[i]
+                        edy += dy[i]
+                rho = 2.0 * abs(nu + dnu) if has_eq else 0.0
+                dd += _l1_size(rho, rp, edy, al)[1]
                 for _bt in range(40):
                     if _merit_change(A, bk, pk, sig, lowrank, y, isl, isu, sc, ff, smu, al, dy, cdy,
-                                     ut, f0) <= (
+                                     ut, f0) + _l1_size(rho, rp, edy, al)[0] <= (
                             1e-4 * al * min(dd, 0.0) + slack):
                         break
                     al *= 0.5
