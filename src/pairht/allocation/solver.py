@@ -468,8 +468,9 @@ def allocate(
     because one Newton system handles the budget, the bounds and the size equality together
     with quadratic local convergence (6.4-8.7 iterations on average from a cold start at
     ``G = 8..64``, at most ~15), needs no active-set guessing and never leaves the box. The
-    merit check (Armijo on ``f - t sum log slacks``, falling back to the pure centring
-    direction, a descent direction because ``f`` is convex) is what makes it converge on
+    merit check (Armijo on ``f - t sum log slacks`` plus the size row's exact penalty
+    ``2 |nu| |n - sum pi|``, falling back to the pure centring direction, a descent direction
+    because ``f`` is convex) is what makes it converge on
     every problem: plain Mehrotra steps can cycle on strongly curved ``1/(pi_i pi_j)``. The
     objective is normalised to ``f(1) = 1`` and the budget to 1; the start point satisfies
     ``sum pi = n`` exactly, which every Newton step conserves.
