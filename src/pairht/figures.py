@@ -155,17 +155,23 @@ _DASHES = ("-", "--", "-.", ":")
 _MARKERS = "osD^v<>ph*"
 
 
-def _training_draw(table: dict[str, Any], path: str) -> str:
-    """Held-out accuracy against generated tokens: each arm's mean over seeds (a colour, dash
-    and marker of its own) and the seeds' range as a band; legend beside the axes in one or two
-    columns."""
+_XLABELS = {"tokens": "generated tokens (prefixes, suffixes and audits)",
+             "wall": "training seconds (evaluation excluded)"}
+
+
+def draw_training(table: dict[str, Any], path: str, xkey: str = "tokens") -> str:
+    """Held-out accuracy against generated tokens (``xkey="tokens"``) or training seconds
+    (``"wall"``) from a ``pairht experiment`` table (its ``runs.json``): each arm's mean over
+    seeds (a colour, dash and marker of its own) and the seeds' range as a band; legend beside
+    the axes in one or two columns. ``pairht experiment`` draws its report's figures with it
+    too, so a committed table redraws to the figure its run wrote."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     s = table["settings"]
-    curves = _mean_curves(table, "tokens")
+    curves = _mean_curves(table, xkey)
     fig, ax = plt.subplots(figsize=(8.5, 4.6), dpi=120)
     for i, (arm, (grid, mean, lo, hi)) in enumerate(curves.items()):
         color = f"C{i % 10}"
@@ -177,7 +183,7 @@ def _training_draw(table: dict[str, Any], path: str) -> str:
     ax.set_title(f"{s['task']}: mean over seeds {s['seeds']} (bands: the seeds' range); "
                  f"{s['steps']} steps x {s['prompts_per_step']} prompts, "
                  f"G = {s['num_generations']}", fontsize=9)
-    ax.set_xlabel("generated tokens (prefixes, suffixes and audits)")
+    ax.set_xlabel(_XLABELS[xkey])
     ax.set_ylabel("held-out accuracy (sampled, T=1)")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, frameon=False,
@@ -195,7 +201,7 @@ FIGURES: dict[str, Figure] = {f.name: f for f in (
     Figure("experiment_chain_long_accuracy_vs_tokens",
            "the compute-matched experiment on the long chains: held-out accuracy against "
            "generated tokens, each arm's mean over seeds",
-           draw=_training_draw, data=str(DATA_DIR / "experiment_chain_long.json")),
+           draw=draw_training, data=str(DATA_DIR / "experiment_chain_long.json")),
 )}
 
 

@@ -372,12 +372,12 @@ def run_experiment(
         eval=f"held-out success, {len(the_task.eval_items)} prompts x 8 samples at T=1",
     )
     summary = summarise(runs, arms, seeds, bootstrap=bootstrap)
-    figures = _plot(runs, arms, out)
+    table = {"settings": settings, "summary": summary,
+             "runs": [{**asdict(r), "result": asdict(r.result)} for r in runs]}
+    figures = _plot(table, out)
     report = out / "report.md"
     report.write_text(render_report(summary, settings, figures))
-    (out / "runs.json").write_text(json.dumps(
-        {"settings": settings, "summary": summary,
-         "runs": [{**asdict(r), "result": asdict(r.result)} for r in runs]}, indent=2))
+    (out / "runs.json").write_text(json.dumps(table, indent=2))
     return ExperimentResult(runs, summary, report, figures, settings)
 
 
@@ -587,47 +587,14 @@ def render_ranking(summary: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _plot(runs: Sequence[ArmRun], arms: Sequence[str], out: Path) -> list[Path]:
-    import matplotlib
+def _plot(table: dict[str, Any], out: Path) -> list[Path]:
+    """The report's two figures, accuracy against generated tokens and against training
+    seconds, drawn by :func:`pairht.figures.draw_training` from the table ``runs.json`` holds
+    (the function ``pairht figures`` redraws committed tables with)."""
+    from pairht.figures import draw_training
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    paths = []
-    for xname, xkey in (("generated tokens", "tokens"), ("training seconds", "wall")):
-        fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-        for i, a in enumerate(arms):
-            color = f"C{i}"
-            curves = []
-            for r in (x for x in runs if x.arm == a):
-                xs = [c[1] for c in r.result.curve] if xkey == "tokens" else r.result.wall
-                curves.append((np.asarray(xs, float), np.array([c[2] for c in r.result.curve])))
-            if not curves:
-                continue
-            # Mean over seeds on a common grid up to where every seed's curve reaches (each
-            # curve interpolated between its evaluations), and the seeds' range as a band.
-            grid = np.linspace(0.0, min(float(x[-1]) for x, _ in curves), 60)
-            ys = np.stack([np.interp(grid, x, y) for x, y in curves])
-            # a dash and a marker per arm as well as a colour: arms that end close together
-            # (most of them, at equal tokens) stay distinguishable where their lines overlap
-            ax.plot(grid, ys.mean(axis=0), color=color, lw=1.6, label=a,
-                    linestyle=("-", "--", "-.", ":")[i % 4], marker="osD^v<>ph*"[i % 10],
-                    markevery=(i % 6, 6), markersize=4)
-            if len(curves) > 1:
-                ax.fill_between(grid, ys.min(axis=0), ys.max(axis=0), color=color, alpha=0.12,
-                                lw=0)
-        n_seeds = len({r.seed for r in runs})
-        ax.set_title(f"mean over {n_seeds} seed(s); bands: the seeds' range", fontsize=9)
-        ax.set_xlabel(xname)
-        ax.set_ylabel("held-out accuracy (sampled, T=1)")
-        ax.grid(alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
-        path = out / f"accuracy_vs_{xkey}.png"
-        fig.savefig(path)
-        plt.close(fig)
-        paths.append(path)
-    return paths
+    return [Path(draw_training(table, os.fspath(out / f"accuracy_vs_{x}.png"), xkey=x))
+            for x in ("tokens", "wall")]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
