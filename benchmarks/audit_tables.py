@@ -209,6 +209,29 @@ def population(source: str, tau: int, *, small: bool, data: str, seed: int,
     return synthetic_population(shape[0], shape[1], prefix_tokens=tau, rng=seed)
 
 
+def population_parser(doc: str) -> argparse.ArgumentParser:
+    """The command line the population studies share (``shrinkage.py``, ``width_rule.py``,
+    ``default_rule.py``): ``--population`` files to add and the ``--budgets`` weighed."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--population", nargs="*", default=[], help="more population files")
+    ap.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5])
+    return ap
+
+
+def population_files(paths: list[str]) -> dict[str, Any]:
+    """The population files ``paths``, loaded, by file name."""
+    from pairht.audit import load_population
+
+    return {os.path.basename(p): load_population(p) for p in paths}
+
+
+def smollm2_populations(style: str = "short", label: str = "SmolLM2") -> dict[str, Any]:
+    """The committed SmolLM2 populations of prompt ``style`` at tau 8 and 32, named
+    ``f"{label} tau={tau}"``."""
+    return {f"{label} tau={t}": population("real", t, small=False, data=DATA, seed=0,
+                                           shape=(0, 0), style=style) for t in (8, 32)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--taus", type=int, nargs="+", default=[8, 32])

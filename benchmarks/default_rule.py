@@ -25,7 +25,6 @@ MSEs (one ``.npz`` per population, predictions and budget), so the grid reruns i
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -45,16 +44,15 @@ PAPER_SEEDS = (10, 11)
 def populations(extra: list[str], tuning: bool, modes: list[str],
                 paper_seeds: list[int]) -> list[tuple[str, object, list[str]]]:
     """``(name, population, prediction modes)`` of every population weighed."""
-    from audit_tables import DATA, STYLES
-    from pairht.audit import load_population, synthetic_population
+    from audit_tables import STYLES, population_files, smollm2_populations
+    from pairht.audit import synthetic_population
     from paper_regime import populations as paper_populations
 
     pops: list[tuple[str, object, list[str]]] = []
     if tuning:
-        for style, stem in STYLES.items():
-            for tau in (8, 32):
-                pops.append((f"SmolLM2 {style} tau={tau}",
-                             load_population(os.path.join(DATA, f"{stem}_tau{tau}.npz")), modes))
+        for style in STYLES:
+            pops += [(name, pop, modes) for name, pop
+                     in smollm2_populations(style, label=f"SmolLM2 {style}").items()]
         for tau in (8, 32):
             pops.append((f"synthetic tau={tau}",
                          synthetic_population(48, 16, prefix_tokens=tau, rng=0), modes))
@@ -62,8 +60,7 @@ def populations(extra: list[str], tuning: bool, modes: list[str],
             # each column is its own predictor (the hindsight column is hindsight already)
             for col, pop in paper_populations(128, 16, tau=256, seed=seed).items():
                 pops.append((f"paper regime seed={seed} {col}", pop, ["stored"]))
-    for path in extra:
-        pops.append((os.path.basename(path), load_population(path), modes))
+    pops += [(name, pop, modes) for name, pop in population_files(extra).items()]
     return pops
 
 
@@ -91,6 +88,7 @@ def option_mse(pop: object, mode: str, budget: float, rows: list[str],
 
 
 def main(argv: list[str] | None = None) -> int:
+    from audit_tables import population_parser
     from pairht.audit.rows import BASELINE_ROWS
     from pairht.audit.summary import ratio_interval as _ratio
     from pairht.audit.width import (
@@ -100,10 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         cross_fitted_choice,
     )
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--population", nargs="*", default=[], help="more population files")
+    ap = population_parser(__doc__)
     ap.add_argument("--no-tuning", action="store_true", help="only the populations given")
-    ap.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5])
     ap.add_argument("--predictions", nargs="+", default=["stored", "hindsight", "prompt_mean"])
     ap.add_argument("--paper-seeds", type=int, nargs="*", default=list(PAPER_SEEDS),
                     help="seeds of the paper-regime tuning draws (none: leave them out)")

@@ -16,7 +16,6 @@ with the stored predictions shrunk by each factor (``with_predictions(pop, "shru
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -25,20 +24,17 @@ sys.path.insert(0, HERE)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from audit_tables import DATA, population
+    from audit_tables import population_files, population_parser, smollm2_populations
     from pairht.audit import (
         AuditConfig,
         compare_to_baselines,
-        load_population,
         run_audit,
         synthetic_population,
         with_predictions,
     )
     from pairht.audit.predictions import shrinkage_measures
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--population", nargs="*", default=[], help="more population files")
-    ap.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5])
+    ap = population_parser(__doc__)
     ap.add_argument("--no-builtin", action="store_true",
                     help="only the population files given")
     args = ap.parse_args(argv)
@@ -47,9 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         pops.update({f"synthetic, {cal} heads": synthetic_population(
             48, 16, prefix_tokens=8, calibration=cal, rng=0)
             for cal in ("oracle", "noisy", "miscalibrated")})
-        pops.update({f"SmolLM2 tau={t}": population("real", t, small=False, data=DATA, seed=0,
-                                                    shape=(0, 0)) for t in (8, 32)})
-    pops.update({os.path.basename(p): load_population(p) for p in args.population})
+        pops.update(smollm2_populations())
+    pops.update(population_files(args.population))
     for name, pop in pops.items():
         m = shrinkage_measures(pop)
         for b in args.budgets:

@@ -160,11 +160,20 @@ def heldout_accuracy(model, tokenizer, items: list[dict], max_new_tokens: int) -
 
 
 def _config(arm: str, args: argparse.Namespace, out_dir: str, use_cpu: bool):
+    from pathlib import Path
+
+    from pairht.demo.demo import _base_kwargs
     from pairht.trl import PairGRPOConfig
 
-    g = args.num_generations
+    # The demo's TRL settings (constant learning rate, no weight decay or KL, one epoch,
+    # float32, no checkpoints), so both benchmarks train alike; sampled at --temperature.
+    kw = _base_kwargs(Path(out_dir), steps=args.steps, seed=args.seed,
+                      num_generations=args.num_generations,
+                      prompts_per_step=args.prompts_per_step, learning_rate=args.learning_rate,
+                      max_completion_length=args.max_completion_length)
+    kw.update(temperature=args.temperature, use_cpu=use_cpu)
     return PairGRPOConfig(
-        output_dir=out_dir,
+        **kw,
         allocator=ARMS[arm],
         width="prefixes",  # each arm runs its rule at full width
         mode="exact",
@@ -172,30 +181,6 @@ def _config(arm: str, args: argparse.Namespace, out_dir: str, use_cpu: bool):
         snap_window=args.snap_window,
         budget_ratio=args.budget_ratio,
         design_seed=args.seed,
-        max_steps=args.steps,
-        per_device_train_batch_size=g * args.prompts_per_step,
-        gradient_accumulation_steps=1,
-        num_generations=g,
-        max_completion_length=args.max_completion_length,
-        learning_rate=args.learning_rate,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        weight_decay=0.0,
-        max_grad_norm=1.0,
-        beta=0.0,
-        temperature=args.temperature,
-        top_p=1.0,
-        seed=args.seed,
-        data_seed=args.seed,
-        use_cpu=use_cpu,
-        bf16=False,
-        fp16=False,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        log_completions=False,
     )
 
 

@@ -24,7 +24,6 @@ how :data:`pairht.audit.width.CONFIDENCE` is chosen::
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -42,32 +41,21 @@ def _ratio(x: np.ndarray, ref: np.ndarray, n_boot: int = 2000) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from audit_tables import DATA, population
-    from pairht.audit import (
-        AuditConfig,
-        load_population,
-        run_audit,
-        synthetic_population,
-        with_predictions,
-    )
-    from pairht.audit.width import cross_fitted_choice
+    from audit_tables import population_files, population_parser, smollm2_populations
+    from pairht.audit import AuditConfig, run_audit, synthetic_population, with_predictions
+    from pairht.audit.width import PREFIX_OPTIONS, cross_fitted_choice
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--population", nargs="*", default=[], help="more population files")
-    ap.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5])
+    ap = population_parser(__doc__)
     ap.add_argument("--options", choices=["pair", "all"], default="pair",
                     help="GRPO against PAIR's default only, or against every prefix option "
                          "pair_width weighs (pairht.audit.width.PREFIX_OPTIONS)")
     args = ap.parse_args(argv)
-    from pairht.audit.width import PREFIX_OPTIONS
-
     opts = ["grpo_small", "pair"] if args.options == "pair" else ["grpo_small",
                                                                    *PREFIX_OPTIONS]
-    pops = {f"SmolLM2 tau={t}": population("real", t, small=False, data=DATA, seed=0,
-                                           shape=(0, 0)) for t in (8, 32)}
+    pops = smollm2_populations()
     pops.update({f"synthetic tau={t}": synthetic_population(48, 16, prefix_tokens=t, rng=0)
                  for t in (8, 32)})
-    pops.update({os.path.basename(p): load_population(p) for p in args.population})
+    pops.update(population_files(args.population))
     head = " | ".join("argmin" if c is None else f"confidence {c}" for c in RULES)
     print(f"| population | predictions | budget | PAIR | {head} |")
     print("|---|---|---|---|" + "---|" * len(RULES))
