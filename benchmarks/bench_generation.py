@@ -1,7 +1,8 @@
 """Two-phase generation with KV reuse vs completing every candidate, measured in the same run.
 
-A random-init Llama (CPU, float32, one thread) decodes B prompts x G candidates greedily to
-``max_completion_length`` tokens. The script times, as CPU time (best of ``--repeats``):
+A random-init Llama (:func:`pairht.rollout.tiny_model.tiny_llama`; CPU, float32, one thread)
+decodes B prompts x G candidates greedily to ``max_completion_length`` tokens. The script
+times, as CPU time (best of ``--repeats``):
 
 * ``full``: one uninterrupted ``generate_full`` of all B*G candidates (the cost PAIR avoids);
 * ``prefix``: ``generate_prefixes`` (tau tokens + snapping, cache re-alignment, features);
@@ -19,12 +20,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import torch
-from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+from transformers import GenerationConfig
 
 from pairht.rollout.features import left_pad
+from pairht.rollout.tiny_model import tiny_llama
 from pairht.rollout.transformers_backend import TransformersTwoPhase
 
 EOS, PAD, BOS = 2, 0, 1
@@ -52,21 +55,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=2000,
-        hidden_size=args.hidden,
-        intermediate_size=4 * args.hidden,
-        num_hidden_layers=args.layers,
-        num_attention_heads=8,
-        num_key_value_heads=4,
-        max_position_embeddings=1024,
-        pad_token_id=PAD,
-        bos_token_id=BOS,
-        eos_token_id=EOS,
-        initializer_range=0.1,
-    )
-    model = LlamaForCausalLM(cfg).eval()
+    # The project's one tiny-Llama builder, at a size where decoding dominates; PAD and EOS are
+    # the benchmark's own ids (its prompts are random ids, no tokenizer).
+    ids = SimpleNamespace(pad_token_id=PAD, eos_token_id=EOS)
+    model = tiny_llama(ids, vocab_size=2000, hidden_size=args.hidden,
+                       intermediate_size=4 * args.hidden, num_layers=args.layers, num_heads=8,
+                       max_positions=1024, tie_word_embeddings=False, init_std=0.1,
+                       seed=0).eval()
     rng = np.random.default_rng(0)
     prompts = []
     for _ in range(args.prompts):
