@@ -21,7 +21,9 @@ real engine by tests/vllm_engine.
 What it does (paper defaults, appendix "Default training configuration"): G = 16 prefixes of
 tau = 256 tokens snapped to a newline within 32, expected suffix budget 50% of the full group's
 predicted cost, pi_min = 0.08, Bernoulli design, exact mode (unclipped, unstandardised, one
-epoch). ``use_vllm=True`` makes the trainer drive TRL's vLLM engine in two phases
+epoch). All but G and the design are ``PairGRPOConfig``'s defaults (tau and the snap window at
+this ``max_completion_length``), so :func:`make_config` does not repeat them.
+``use_vllm=True`` makes the trainer drive TRL's vLLM engine in two phases
 (``pairht.vllm.VLLMTwoPhase``): phase 1 samples prefixes, phase 2 resumes only the selected
 candidates from ``prompt + prefix``, which vLLM's prefix caching serves from phase 1's KV blocks.
 TRL pushes the weights (and resets the prefix cache) before every phase 1, and the sync check
@@ -52,32 +54,25 @@ def make_config(a: argparse.Namespace, **overrides: Any):
     """The recipe's ``PairGRPOConfig`` (``overrides`` replace fields, e.g. for a CPU check)."""
     from pairht.trl import PairGRPOConfig
 
+    # PAIR's settings are the config's defaults, which are the paper's (exact mode; tau, the
+    # snap window, budget_ratio and pi_min); the recipe names only what it changes.
     kw: dict[str, Any] = dict(
         output_dir=a.output_dir,
-        mode="exact",
-        tau=256,
-        snap_window=32,
-        budget_ratio=0.5,
-        pi_min=0.08,
         design="bernoulli",
-        num_generations=16,
-        per_device_train_batch_size=16,
-        gradient_accumulation_steps=8,
-        steps_per_generation=8,
+        # 16 candidates per prompt; 8 prompts per optimiser step, generated together
+        num_generations=16, per_device_train_batch_size=16,
+        gradient_accumulation_steps=8, steps_per_generation=8,
         max_completion_length=4096,
-        learning_rate=1e-6,
-        lr_scheduler_type="cosine",
+        learning_rate=1e-6, lr_scheduler_type="cosine",
         warmup_steps=0.03,  # a float below 1: a fraction of the training steps
-        bf16=True,
-        logging_steps=1,
-        report_to="none",
-        # generation on vLLM, in TRL's engine
+        bf16=True, logging_steps=1, report_to="none",
+        # generation on vLLM, in TRL's engine (its importance-sampling correction stays off,
+        # the config's default with PAIR)
         use_vllm=True,
         vllm_mode=a.mode,
         vllm_server_base_url=a.server_url if a.mode == "server" else None,
         vllm_gpu_memory_utilization=a.gpu_memory_utilization,
         vllm_max_model_length=8192,
-        vllm_importance_sampling_correction=False,
         # PAIR's prefix path on every step; the default ("auto") audits on the main process,
         # which vLLM server mode across several processes does not support
         width="prefixes",

@@ -575,7 +575,9 @@ def test_gpu_recipe_config_is_valid_against_the_api(tmp_path, mode):
     assert (cfg.use_vllm, cfg.vllm_mode, cfg.mode) == (True, mode, "exact")
     assert cfg.vllm_importance_sampling_correction is False
     assert cfg.vllm_server_base_url == ("http://localhost:8000" if mode == "server" else None)
-    assert (cfg.tau, cfg.snap_window, cfg.num_generations, cfg.budget_ratio) == (256, 32, 16, 0.5)
+    # the paper's defaults the recipe's docstring states (most of them the config's own)
+    assert (cfg.tau, cfg.snap_window, cfg.num_generations, cfg.budget_ratio, cfg.pi_min,
+            cfg.design) == (256, 32, 16, 0.5, 0.08, "bernoulli")
 
 
 def test_use_vllm_without_vllm_is_refused_with_the_install_line(monkeypatch, tmp_path):
