@@ -45,21 +45,17 @@ def _tokenizer() -> PreTrainedTokenizerFast:
     )
 
 
+def _settings(vocab: int, hidden: int, layers: int, init: float) -> dict:
+    """The tiny decoder's config fields (any Llama-like architecture)."""
+    return dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
+                num_hidden_layers=layers, num_attention_heads=4 if hidden >= 32 else 2,
+                num_key_value_heads=2 if hidden >= 32 else 1, max_position_embeddings=128,
+                pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS, initializer_range=init,
+                tie_word_embeddings=False)
+
+
 def _llama(vocab: int, hidden: int, layers: int, seed: int, init: float) -> LlamaForCausalLM:
-    cfg = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=4 if hidden >= 32 else 2,
-        num_key_value_heads=2 if hidden >= 32 else 1,
-        max_position_embeddings=128,
-        pad_token_id=PAD,
-        bos_token_id=BOS,
-        eos_token_id=EOS,
-        initializer_range=init,
-        tie_word_embeddings=False,
-    )
+    cfg = LlamaConfig(**_settings(vocab, hidden, layers, init))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return LlamaForCausalLM(cfg).eval()
@@ -405,17 +401,9 @@ def test_disabled_kv_cache_raises_a_clear_error(tokenizer):
 def test_sliding_window_models_are_refused(tokenizer):
     from transformers import MistralConfig, MistralForCausalLM
 
-    cfg = MistralConfig(
-        vocab_size=len(VOCAB),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        sliding_window=8,
-        pad_token_id=PAD,
-        eos_token_id=EOS,
-    )
+    # the tiny decoder of the other tests, with a sliding window on its attention
+    cfg = MistralConfig(**_settings(len(VOCAB), hidden=16, layers=1, init=0.02),
+                        sliding_window=8)
     m = MistralForCausalLM(cfg).eval()
     with pytest.raises(NotImplementedError, match="DynamicSlidingWindowLayer"):
         _two_phase(tokenizer).generate_prefixes(m, [[BOS, 9]])
