@@ -70,30 +70,20 @@ def _centre(rate: np.ndarray, sd: float) -> np.ndarray:
 
 def skill_value(skill: float | str) -> float:
     """The number of a skill: a name of :data:`SKILLS` or a float in [0, 1]."""
-    if isinstance(skill, str):
-        if skill not in SKILLS:
-            raise ValueError(f"skill must be one of {tuple(SKILLS)} or a number in [0, 1]; "
-                             f"got {skill!r}")
+    if isinstance(skill, str) and skill in SKILLS:
         return SKILLS[skill]
-    if isinstance(skill, bool) or not isinstance(skill, (int, float, np.integer, np.floating)) \
-            or not 0.0 <= float(skill) <= 1.0:
-        raise ValueError(f"skill must be one of {tuple(SKILLS)} or a number in [0, 1]; "
-                         f"got {skill!r}")
-    return float(skill)
+    number = isinstance(skill, (int, float, np.integer, np.floating)) \
+        and not isinstance(skill, bool)
+    if number and 0.0 <= float(skill) <= 1.0:  # NaN fails the comparison
+        return float(skill)
+    raise ValueError(f"skill must be one of {tuple(SKILLS)} or a number in [0, 1]; got {skill!r}")
 
 
 def paper_regime_population(
-    n_prompts: int,
-    G: int = 16,
-    *,
-    skill: float | str = "realistic",
-    tau: int = 256,
-    extreme_share: float = 0.4,
-    within_sd: float = 2.0,
-    prompt_noise: float = 0.5,
-    failure_length: float = 0.3,
-    score_dim: int = 32,
-    score_reward_corr: float = 0.5,
+    n_prompts: int, G: int = 16, *,
+    skill: float | str = "realistic", tau: int = 256, extreme_share: float = 0.4,
+    within_sd: float = 2.0, prompt_noise: float = 0.5, failure_length: float = 0.3,
+    score_dim: int = 32, score_reward_corr: float = 0.5,  # as synthetic_population's scores
     rng: Any = None,
 ) -> Any:
     r"""A frozen population in the paper's regime, with the predictor's skill as a parameter.
