@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pairht.allocation import (
+    ProblemOptions,
     allocate,
     auto_size,
     diagnostics,
@@ -28,7 +29,7 @@ from pairht.allocation import (
     uniform_allocation,
     water_fill,
 )
-from pairht.allocation.reference import _ALLOCATE_DEFAULTS, ProblemOptions
+from pairht.allocation.reference import _ALLOCATE_DEFAULTS
 from shared import peak_bytes
 
 P = [0.1, 0.5, 0.9, 0.5]
