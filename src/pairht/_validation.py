@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -268,6 +270,20 @@ def check_int(
         extra = f" ({rule})" if rule else ""
         raise ValueError(f"{name} must lie in [{lo}, {hi}]{extra}; got {out}")
     return out
+
+
+def check_option_names(func: str, options: Mapping[str, object], group: Any) -> None:
+    """Refuse a keyword outside the ``TypedDict`` option group ``group`` that ``func`` takes.
+
+    A function typed ``**options: Unpack[Group]`` would otherwise accept a misspelt option
+    silently at run time (the ``TypedDict`` is only checked statically); this raises the
+    ``TypeError`` Python raises for an unknown named parameter, listing the known ones.
+    """
+    known = group.__required_keys__ | group.__optional_keys__
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(f"{func}() got an unexpected keyword argument {unknown[0]!r}; its "
+                        f"options ({group.__name__}) are {sorted(known)}")
 
 
 def _bytes_text(n: int) -> str:

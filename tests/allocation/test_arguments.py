@@ -7,10 +7,13 @@ raise ``TypeError``; wrong values raise ``ValueError``.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
 from pairht.allocation import (
+    ProblemOptions,
     allocate,
     auto_size,
     diagnostics,
@@ -26,6 +29,7 @@ from pairht.allocation import (
     uniform_allocation,
     water_fill,
 )
+from pairht.allocation.reference import _ALLOCATE_DEFAULTS
 from shared import peak_bytes
 
 P = [0.1, 0.5, 0.9, 0.5]
@@ -231,6 +235,32 @@ def test_estimate_multipliers_validates_every_argument(kwargs, error, match):
 def test_reference_slsqp_validates_every_argument(kwargs, error, match):
     with pytest.raises(error, match=match):
         reference_slsqp(P, C, 500.0, **kwargs)
+
+
+def test_reference_slsqp_refuses_a_misspelt_option():
+    """Its problem options arrive as **options (ProblemOptions): a typo must not be ignored."""
+    with pytest.raises(TypeError, match="unexpected keyword argument 'fallbak'"):
+        reference_slsqp(P, C, 500.0, fallbak=False)
+
+
+def test_problem_options_are_allocates_options_with_its_defaults():
+    """ProblemOptions is allocate's parameter list after pi_min, up to its keyword-only
+    solver settings, with the same annotations; reference_slsqp poses the same problem by
+    default, with the appendix's fallback."""
+    params = list(inspect.signature(allocate).parameters.values())
+    names = [p.name for p in params]
+    named = [p for p in params[names.index("pi_min") + 1:] if p.kind is p.POSITIONAL_OR_KEYWORD]
+    declared = {k: getattr(v, "__forward_arg__", v)
+                for k, v in ProblemOptions.__annotations__.items()}
+    assert declared == {p.name: p.annotation for p in named}
+    assert ProblemOptions.__required_keys__ == frozenset()
+    assert _ALLOCATE_DEFAULTS == {p.name: p.default for p in named}
+    spelled = reference_slsqp(P, C, 500.0, proxy="disagreement", covariance_term=True,
+                              fallback=True)
+    default = reference_slsqp(P, C, 500.0)
+    np.testing.assert_array_equal(default.pi, spelled.pi)
+    no_cov = reference_slsqp(P, C, 500.0, covariance_term=False)
+    assert np.abs(no_cov.pi - default.pi).max() > 1e-3  # the option is read
 
 
 def test_baselines_name_their_arguments():

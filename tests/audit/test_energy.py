@@ -9,12 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pairht.allocation import allocate, kkt_residual, proxy_value
-from pairht.allocation.energy import (
-    allocate_length_energy,
-    length_energy,
-    second_symmetric_others,
-)
+from pairht.allocation import allocate, kkt_residual, proxy_value, solve_program
+from pairht.allocation.energy import length_energy, second_symmetric_others
 from pairht.designs import Bernoulli
 from pairht.estimators import design_covariance, pair_kernel
 
@@ -98,9 +94,9 @@ def test_allocation_with_the_length_energy_solves_its_program():
     c = 400 * np.exp(rng.normal(0, 0.6, (5, 8)))
     plen = np.full((5, 8), 32.0)
     bud = 0.4 * c.sum(axis=1)
-    res = allocate_length_energy(p, c, bud, plen, 0.08)
-    assert res.converged.all()
     a, b = length_energy(p, plen + c)
+    res = solve_program(p, c, bud, a, b, 0.08)
+    assert res.converged.all()
     r = kkt_residual(res.pi, a, b, c, bud, 0.08, res.budget_multiplier)
     assert np.all(r <= 1e-8)
     np.testing.assert_allclose((res.pi * c).sum(axis=1), bud, rtol=1e-9)
@@ -113,5 +109,3 @@ def test_bad_lengths_are_refused_naming_the_argument():
         length_energy([0.5, 0.5], [10.0, 0.0])
     with pytest.raises(ValueError, match="total_len must have the shape of p_hat"):
         length_energy([0.5, 0.5], [10.0])
-    with pytest.raises(ValueError, match="prefix_len must be >= 0"):
-        allocate_length_energy([0.5, 0.5], [10.0, 10.0], 10.0, [-1, 3])

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pairht.allocation import allocate
-from pairht.allocation.energy import allocate_length_energy
+from pairht.allocation import allocate, solve_program
+from pairht.allocation.energy import length_energy
 from pairht.estimators import pair_ht_gradient
 from pairht.step import StepInputs, group_design, plan_continuations
 from pairht.step.pair_program import fold_finished, program_terms
@@ -126,8 +126,8 @@ def test_auto_with_a_random_size_design_solves_the_bernoulli_program():
 def test_length_energy_proxy_in_the_step_is_the_allocation_modules():
     inputs = _group(8, fin_idx=())
     plan = plan_continuations(inputs, size=None, proxy="length_energy", rng=0)
-    res = allocate_length_energy(inputs.p_hat, inputs.c_hat, inputs.budget,
-                                 inputs.prefix_tokens, pi_min=0.08)
+    a, b = length_energy(inputs.p_hat, inputs.prefix_tokens + inputs.c_hat)
+    res = solve_program(inputs.p_hat, inputs.c_hat, inputs.budget, a, b, pi_min=0.08)
     np.testing.assert_allclose(plan.pi_alloc, res.pi, rtol=0, atol=1e-9)
     other = plan_continuations(inputs, size=None, rng=0)
     assert np.abs(other.pi_alloc - plan.pi_alloc).max() > 1e-3  # the proxy matters here

@@ -14,7 +14,7 @@ from pairht.allocation.designs import DESIGN_KINDS, design_for
 from pairht.allocation.diagnostics import AllocationDiagnostics, diagnostics
 from pairht.allocation.kkt import estimate_multipliers, kkt_residual, proxy_gradient, proxy_value
 from pairht.allocation.proxies import PROXY_KINDS, covariance_term, disagreement, edge_proxy
-from pairht.allocation.reference import reference_slsqp
+from pairht.allocation.reference import ProblemOptions, reference_slsqp
 from pairht.allocation.sizes import largest_affordable_size
 from pairht.allocation.solver import (
     AllocationResult,
@@ -30,6 +30,7 @@ __all__ = [
     "PROXY_KINDS",
     "AllocationDiagnostics",
     "AllocationResult",
+    "ProblemOptions",
     "allocate",
     "auto_size",
     "covariance_term",

@@ -24,19 +24,31 @@ module models
 
 With ``a`` and ``b`` the exact expectations under this model, the Bernoulli-HT variance is
 ``(1/M^2)[sum_{i<j} a_ij (1/(pi_i pi_j) - 1) + sum_i b_i (1/pi_i - 1)]`` (PAIR paper,
-Proposition 1): the program :func:`pairht.allocation.allocate` solves, with this ``(a, b)``.
+Proposition 1): PAIR's program with this ``(a, b)``, which
+:func:`~pairht.allocation.solve_program` solves (:func:`~pairht.allocation.allocate` derives
+``b`` from ``a`` instead, so it cannot take this one). The step uses it as
+``proxy="length_energy"`` (:mod:`pairht.step.pair_program`).
+
+Examples
+--------
+The allocation at the predicted total lengths ``prefix_len + c_hat``:
+
+>>> import numpy as np
+>>> from pairht.allocation import solve_program
+>>> p_hat, c_hat = np.array([0.1, 0.5, 0.9, 0.5]), np.array([100.0, 400.0, 200.0, 300.0])
+>>> prefix_len = np.full(4, 32.0)
+>>> res = solve_program(p_hat, c_hat, 500.0, *length_energy(p_hat, prefix_len + c_hat), 0.08)
+>>> res.converged, round(res.expected_cost, 9)
+(True, 500.0)
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from pairht._validation import check_finite, check_probabilities
 from pairht.allocation.proxies import disagreement
-from pairht.allocation.solver import solve_program
 
 #: Registry name of this proxy (``proxy="length_energy"`` in the audit and the step).
 NAME = "length_energy"
@@ -100,45 +112,3 @@ def length_energy(p_hat: ArrayLike, total_len: ArrayLike) -> tuple[np.ndarray, n
     b = 0.5 * m2 * (p * second_symmetric_others(1.0 - p)
                     + (1.0 - p) * second_symmetric_others(p))
     return a, b
-
-
-def allocate_length_energy(
-    p_hat: ArrayLike,
-    c_hat: ArrayLike,
-    budget: ArrayLike,
-    prefix_len: ArrayLike,
-    pi_min: float = 0.08,
-    *,
-    size: int | str | ArrayLike | None = None,
-    fallback: bool = False,
-    tol: float = 1e-8,
-    max_iter: int = 100,
-) -> Any:
-    r"""PAIR's program (:func:`pairht.allocation.allocate`) with the length-scaled energy.
-
-    Minimises ``sum_{i<j} a_ij / (pi_i pi_j) + sum_i b_i / pi_i`` subject to
-    ``sum_i c_i pi_i <= budget`` and ``pi_min <= pi_i <= 1`` with ``(a, b)`` from
-    :func:`length_energy` at ``total_len = prefix_len + c_hat`` (:func:`solve_program`).
-
-    Returns
-    -------
-    pairht.allocation.AllocationResult
-
-    Examples
-    --------
-    >>> res = allocate_length_energy([0.1, 0.5, 0.9, 0.5], [100.0, 400.0, 200.0, 300.0],
-    ...                              500.0, [32, 32, 32, 32])
-    >>> res.converged, round(res.expected_cost, 9)
-    (True, 500.0)
-    """
-    p = check_probabilities("p_hat", p_hat)
-    c = check_finite("c_hat", c_hat)
-    plen = check_finite("prefix_len", prefix_len)
-    if plen.shape != p.shape or np.any(plen < 0):
-        raise ValueError(f"prefix_len must be >= 0 with the shape of p_hat {p.shape}; got "
-                         f"shape {plen.shape}, min {float(plen.min(initial=0.0))!r}")
-    if c.shape != p.shape or np.any(c <= 0):
-        raise ValueError(f"c_hat must be positive with the shape of p_hat {p.shape}")
-    a, b = length_energy(p, plen + c)
-    return solve_program(p, c, budget, a, b, pi_min, size=size, fallback=fallback, tol=tol,
-                         max_iter=max_iter)

@@ -6,11 +6,14 @@ on every feasible problem); not meant for training loops.
 
 from __future__ import annotations
 
+import inspect
+from typing import TYPE_CHECKING, Any, TypedDict
+
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import minimize
 
-from pairht._validation import check_real
+from pairht._validation import check_option_names, check_real
 from pairht.allocation._checks import check_flag, check_max_iter
 from pairht.allocation.kkt import _lstsq_multipliers, _residual, _value, estimate_multipliers
 from pairht.allocation.proxies import ProxyKind, proxy_terms
@@ -24,7 +27,35 @@ from pairht.allocation.solver import (
     validate_problem,
 )
 
-__all__ = ["estimate_multipliers", "reference_slsqp"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["ProblemOptions", "estimate_multipliers", "reference_slsqp"]
+
+
+class ProblemOptions(TypedDict, total=False):
+    """The options of the allocation problem, documented once at :func:`allocate`.
+
+    The keyword options :func:`reference_slsqp` takes to pose the same problem as
+    :func:`~pairht.allocation.allocate` (with ``allocate``'s defaults, except
+    ``fallback``); type a wrapper's own ``**options`` with it to forward them too.
+    """
+
+    proxy: ProxyKind
+    covariance_term: bool
+    warm_start: ArrayLike | None
+    size: int | str | ArrayLike | None
+    fallback: bool
+    score_norm: ArrayLike | None
+    energy: ArrayLike | None
+
+
+#: :func:`allocate`'s defaults of the problem options, read from its signature so that an
+#: option left out poses the same problem to both solvers.
+_ALLOCATE_DEFAULTS: dict[str, Any] = {
+    name: param.default for name, param in inspect.signature(allocate).parameters.items()
+    if name in ProblemOptions.__optional_keys__
+}
 
 
 def reference_slsqp(
@@ -32,17 +63,11 @@ def reference_slsqp(
     c_hat: ArrayLike,
     budget: ArrayLike,
     pi_min: float = 0.08,
-    proxy: ProxyKind = "disagreement",
-    covariance_term: bool = True,
-    warm_start: ArrayLike | None = None,
-    size: int | str | ArrayLike | None = None,
-    fallback: bool = True,
-    score_norm: ArrayLike | None = None,
-    energy: ArrayLike | None = None,
     *,
     ftol: float = 1e-6,
     maxiter: int = 50,
     relative_ftol: bool = True,
+    **options: Unpack[ProblemOptions],
 ) -> AllocationResult:
     r"""Appendix "Probability optimization": SLSQP on Eqs. (convex-objective)-(budget).
 
@@ -67,17 +92,43 @@ def reference_slsqp(
     :func:`~pairht.allocation.kkt_residual` as :func:`~pairht.allocation.allocate`.
     ``size="auto"`` takes the size :func:`~pairht.allocation.allocate` chooses.
 
+    Parameters
+    ----------
+    p_hat, c_hat, budget, pi_min
+        The problem, as in :func:`~pairht.allocation.allocate`.
+    ftol : float
+        SLSQP's stopping tolerance in [0, 1), on the objective change (relative unless
+        ``relative_ftol=False``).
+    maxiter : int
+        SLSQP's iteration cap (>= 1).
+    relative_ftol : bool
+        Divide the objective by its value at the start, so that ``ftol`` acts relatively.
+    **options
+        ``proxy``, ``covariance_term``, ``warm_start``, ``size``, ``fallback``,
+        ``score_norm``, ``energy`` (:class:`ProblemOptions`): as in
+        :func:`~pairht.allocation.allocate`, with its defaults except ``fallback=True``
+        (the appendix's rule).
+
+    Returns
+    -------
+    AllocationResult
+        As :func:`~pairht.allocation.allocate`'s; ``iterations`` are SLSQP's.
+
     Examples
     --------
     >>> res = reference_slsqp([0.2, 0.7, 0.5], [100.0, 300.0, 200.0], budget=300.0)
     >>> res.converged, abs(res.expected_cost / 300.0 - 1.0) < 1e-5
     (True, True)
     """
+    check_option_names("reference_slsqp", options, ProblemOptions)
+    opts = {**_ALLOCATE_DEFAULTS, "fallback": True, **options}
+    proxy, size, score_norm, energy = (opts["proxy"], opts["size"], opts["score_norm"],
+                                       opts["energy"])
     p, c, bud, lo = validate_problem(p_hat, c_hat, budget, pi_min)
     batch, G = p.shape[:-1], p.shape[-1]
     _check_proxy_kind(proxy)
-    cov = check_flag("covariance_term", covariance_term)
-    fallback = check_flag("fallback", fallback)
+    cov = check_flag("covariance_term", opts["covariance_term"])
+    fallback = check_flag("fallback", opts["fallback"])
     relative_ftol = check_flag("relative_ftol", relative_ftol)
     ftol = check_real("ftol", ftol, low=0.0, high=1.0, high_open=True,
                       rule="SLSQP's stopping tolerance")
@@ -88,7 +139,7 @@ def reference_slsqp(
     a, b = proxy_terms(p, proxy, cov, score_norm, energy)
     m = int(np.prod(batch, dtype=np.int64))
     C, A, Bv, BUD = c.reshape(m, G), a.reshape(m, G, G), b.reshape(m, G), bud.reshape(m)
-    W = check_warm_start(warm_start, p.shape)
+    W = check_warm_start(opts["warm_start"], p.shape)
     if W is not None:
         W = np.clip(W.reshape(m, G), lo, 1.0)
     sizes = resolve_sizes(size, c, bud, lo)  # the same checks as allocate

@@ -16,7 +16,7 @@
 """
 
 from pairht.estimators._inputs import check_joint, n_pairs
-from pairht.estimators.bias import conditional_bias, expected_edge_weights
+from pairht.estimators.bias import BiasOptions, conditional_bias, expected_edge_weights
 from pairht.estimators.covariance import DesignCovariance, design_covariance, variance_estimate
 from pairht.estimators.difference import (
     DifferenceMoments,
@@ -29,6 +29,7 @@ from pairht.estimators.difference import (
 )
 from pairht.estimators.ess import ess
 from pairht.estimators.horvitz_thompson import (
+    WeightingOptions,
     check_edge_weights,
     edge_weights,
     pair_advantages,
@@ -49,10 +50,12 @@ from pairht.estimators.variants import VARIANTS, Variant, register_variant
 __all__ = [
     "MAX_KERNEL_ENTRIES",
     "VARIANTS",
+    "BiasOptions",
     "DesignCovariance",
     "DifferenceMoments",
     "TokenCounts",
     "Variant",
+    "WeightingOptions",
     "bernoulli_difference_trace",
     "check_edge_weights",
     "check_joint",

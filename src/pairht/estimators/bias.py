@@ -14,12 +14,12 @@ exactly by enumerating ``design.support()``, which is limited to small ``N``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from pairht._validation import check_int
+from pairht._validation import check_int, check_option_names
 from pairht.designs.base import MAX_SUPPORT_UNITS, Design
 from pairht.estimators._inputs import (
     broadcast_batch,
@@ -35,6 +35,9 @@ from pairht.estimators.horvitz_thompson import (
     resolve_variant,
 )
 from pairht.estimators.variants import Variant
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 #: Support masks processed at once when enumerating ``E[W]`` (bounds memory to
 #: ``SUPPORT_CHUNK * G * G`` floats).
@@ -63,6 +66,18 @@ def _check_design(design: Any, g: int | None = None) -> Design:
             f"but rewards has G = {g} along its last axis"
         )
     return design
+
+
+class BiasOptions(TypedDict, total=False):
+    """A variant's parameters for its exact bias, documented once at :func:`expected_edge_weights`.
+
+    The keyword options :func:`conditional_bias` forwards to :func:`expected_edge_weights`
+    (``w_max`` and ``rho_hat`` default ``None``, ``max_units`` :data:`MAX_SUPPORT_UNITS`).
+    """
+
+    w_max: float | None
+    rho_hat: ArrayLike | None
+    max_units: int
 
 
 def expected_edge_weights(
@@ -152,9 +167,7 @@ def conditional_bias(
     design: Design,
     *,
     weighting: str | Variant,
-    w_max: float | None = None,
-    rho_hat: ArrayLike | None = None,
-    max_units: int = MAX_SUPPORT_UNITS,
+    **options: Unpack[BiasOptions],
 ) -> np.ndarray:
     r"""Exact conditional bias ``E_design[hat g] - g_pair`` of a pair-estimator variant.
 
@@ -180,19 +193,23 @@ def conditional_bias(
         Scores of all candidates.
     design : Design
         The continuation design, ``design.n_units == G``.
-    weighting, w_max, rho_hat, max_units
-        As in :func:`expected_edge_weights` (with ``N = G``); the support is enumerated for
-        the ratio variants only.
+    weighting : str or Variant
+        A registered variant name, see :func:`~pairht.estimators.edge_weights`.
+    **options
+        ``w_max``, ``rho_hat``, ``max_units`` (:class:`BiasOptions`): as in
+        :func:`expected_edge_weights` (with ``N = G``); the support is enumerated for the
+        ratio variants only.
 
     Returns
     -------
     (..., d) ndarray
+        The bias ``E_design[hat g] - g_pair``, in the units of the scores.
 
     Examples
     --------
     >>> import numpy as np
     >>> from pairht.designs import Bernoulli
-    >>> from pairht.estimators import conditional_bias, pair_gradient
+    >>> from pairht.estimators import conditional_bias
     >>> r, s = np.array([1.0, 0.0, 0.0]), np.array([[3.0], [0.0], [0.0]])
     >>> d = Bernoulli([0.5, 0.5, 0.5])
     >>> conditional_bias(r, s, d, weighting="unweighted").tolist()  # (rho - 1) = -3/4 of target
@@ -200,22 +217,20 @@ def conditional_bias(
     >>> conditional_bias(r, s, d, weighting="exact").tolist()
     [0.0]
     """
+    check_option_names("conditional_bias", options, BiasOptions)
     variant = resolve_variant(weighting)
-    w = check_w_max(variant, w_max)
+    w = check_w_max(variant, options.get("w_max"))
     r = check_rewards(rewards)
     g = r.shape[-1]
     s = check_scores(scores, g)
     broadcast_batch(rewards=r.shape[:-1], scores=s.shape[:-2])
     design = _check_design(design, g)
-    check_int("max_units", max_units, low=1)
+    check_int("max_units", options.get("max_units", MAX_SUPPORT_UNITS), low=1)
     rho = design.joint()
-    used = _rho_used(design, variant, rho_hat)
+    used = _rho_used(design, variant, options.get("rho_hat"))
     hat = used if used is not None else rho
     m = n_pairs(g)
     coef = variant.bias_multiplier(rho, hat, w_max=w, pi=design.pi)
-    if coef is None:
-        expected = expected_edge_weights(
-            design, weighting=variant, w_max=w, rho_hat=rho_hat, max_units=max_units
-        )
-        coef = m * expected - 1.0
+    if coef is None:  # a ratio variant: E[W] by enumerating the support
+        coef = m * expected_edge_weights(design, weighting=variant, **options) - 1.0
     return weighted_pair_sum(coef / m, r, s)

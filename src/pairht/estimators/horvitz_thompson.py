@@ -15,7 +15,7 @@ formed as ``sum_i A_i s_i``, never through the ``(G, G, d)`` kernel.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
@@ -37,6 +37,22 @@ from pairht.estimators._inputs import (
     zero_unobserved,
 )
 from pairht.estimators.variants import VARIANTS, Variant
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class WeightingOptions(TypedDict, total=False):
+    """The estimator variant and its parameters, documented once at :func:`edge_weights`.
+
+    The keyword options :func:`pair_advantages` and :func:`pair_estimate` forward to
+    :func:`edge_weights` (``weighting`` default ``"exact"``, ``w_max`` and ``pi`` default
+    ``None``); type a wrapper's own ``**options`` with it to forward them too.
+    """
+
+    weighting: str | Variant
+    w_max: float | None
+    pi: ArrayLike | None
 
 
 def resolve_variant(weighting: str | Variant) -> Variant:
@@ -163,7 +179,6 @@ def edge_weights(
 
     Examples
     --------
-    >>> import numpy as np
     >>> from pairht.estimators import edge_weights
     >>> from pairht.designs import Bernoulli
     >>> joint = Bernoulli([0.5, 0.5, 1.0]).joint()  # pi_i pi_j off the diagonal, pi on it
@@ -206,15 +221,12 @@ def _rewards_and_weights(
     rewards: ArrayLike,
     mask: ArrayLike,
     joint: ArrayLike | None,
-    weighting: str | Variant,
-    w_max: Any,
-    pi: ArrayLike | None,
+    options: WeightingOptions,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Checked rewards (NaN allowed), mask and the variant's ``W`` of one estimator call."""
-    variant = resolve_variant(weighting)
     r = check_rewards(rewards, finite=False)
     msk = check_mask(mask, r.shape[-1])
-    return r, msk, _prepare_weights(msk, joint, variant, w_max, pi)
+    return r, msk, edge_weights(msk, joint, **options)
 
 
 def pair_advantages(
@@ -222,10 +234,8 @@ def pair_advantages(
     mask: ArrayLike,
     joint: ArrayLike | None = None,
     *,
-    weighting: str | Variant = "exact",
-    w_max: float | None = None,
-    pi: ArrayLike | None = None,
     dtype: DTypeLike = np.float64,
+    **options: Unpack[WeightingOptions],
 ) -> np.ndarray:
     r"""Pair-corrected sequence advantages (PAIR paper, Eq. pair-advantage).
 
@@ -246,11 +256,12 @@ def pair_advantages(
         ``J_i``: which candidates were completed.
     joint : (..., G, G) array_like, optional
         Logged ``rho_ij``; required by the variants that use it (see :func:`edge_weights`).
-    weighting, w_max, pi
-        The variant and its parameters, as in :func:`edge_weights`.
     dtype : float64 or float32
         Accumulation precision of the pair sums (the paper trains with FP32; float64 is
         the reference).
+    **options
+        ``weighting``, ``w_max``, ``pi`` (:class:`WeightingOptions`): the variant and its
+        parameters, as in :func:`edge_weights`.
 
     Returns
     -------
@@ -258,15 +269,18 @@ def pair_advantages(
 
     Examples
     --------
-    >>> import numpy as np
+    Two draws of one design in one call (the mask carries the batch axis, ``joint`` is
+    shared):
+
     >>> from pairht.estimators import pair_advantages
     >>> from pairht.designs import Bernoulli
-    >>> joint = Bernoulli([0.5, 0.5, 1.0]).joint()  # pi_i pi_j off the diagonal, pi on it
-    >>> pair_advantages([1.0, 0.0, 0.0], [True, False, True], joint).tolist()
-    [0.3333333333333333, 0.0, -0.3333333333333333]
+    >>> rho = Bernoulli([0.5, 0.5, 1.0]).joint()
+    >>> masks = [[True, False, True], [True, True, True]]
+    >>> pair_advantages([1.0, 0.0, 0.0], masks, rho).round(4).tolist()
+    [[0.3333, 0.0, -0.3333], [1.0, -0.6667, -0.3333]]
     """
     dt = check_dtype(dtype)
-    r, msk, w = _rewards_and_weights(rewards, mask, joint, weighting, w_max, pi)
+    r, msk, w = _rewards_and_weights(rewards, mask, joint, options)
     batch = broadcast_batch(rewards=r.shape[:-1], mask=msk.shape[:-1], weights=w.shape[:-2])
     return _masked_advantages(r, msk, w, batch, dt)
 
@@ -370,10 +384,7 @@ def pair_estimate(
     scores: ArrayLike,
     mask: ArrayLike,
     joint: ArrayLike | None = None,
-    *,
-    weighting: str | Variant = "exact",
-    w_max: float | None = None,
-    pi: ArrayLike | None = None,
+    **options: Unpack[WeightingOptions],
 ) -> np.ndarray:
     r"""Gradient estimate ``sum_{i<j} W_ij h_ij = sum_i A_i s_i`` of any registered variant.
 
@@ -389,8 +400,11 @@ def pair_estimate(
         Sequence scores; rows of unselected candidates are ignored (may be NaN).
     mask : (..., G) array_like of bool
         ``J_i``: which candidates were completed.
-    joint, weighting, w_max, pi
-        As in :func:`edge_weights`.
+    joint : (..., G, G) array_like, optional
+        Logged ``rho_ij``, as in :func:`edge_weights`.
+    **options
+        ``weighting``, ``w_max``, ``pi`` (:class:`WeightingOptions`): the variant and its
+        parameters, as in :func:`edge_weights`.
 
     Returns
     -------
@@ -404,7 +418,7 @@ def pair_estimate(
     >>> pair_estimate(r, s, [True, False, True], weighting="unweighted").tolist()
     [0.5]
     """
-    r, msk, w = _rewards_and_weights(rewards, mask, joint, weighting, w_max, pi)
+    r, msk, w = _rewards_and_weights(rewards, mask, joint, options)
     g = r.shape[-1]
     s = check_scores(scores, g, finite=False)
     batch = broadcast_batch(
@@ -457,12 +471,17 @@ def pair_ht_gradient(
 
     Examples
     --------
+    Theorem 2 on a small design: the estimate averaged over the design's support (one
+    estimate per sample, weighted by its probability) is the complete-pair target.
+
     >>> import numpy as np
-    >>> from pairht.estimators import pair_ht_gradient
-    >>> from pairht.designs import Bernoulli
-    >>> joint = Bernoulli([0.5, 0.5, 1.0]).joint()  # pi_i pi_j off the diagonal, pi on it
-    >>> r, s = [1.0, 0.0, 0.0], np.array([[3.0], [0.0], [0.0]])
-    >>> pair_ht_gradient(r, s, [True, False, True], joint).tolist()
-    [1.0]
+    >>> from pairht.designs import ConditionalPoisson
+    >>> from pairht.estimators import pair_gradient, pair_ht_gradient
+    >>> r, s = np.array([1.0, 0.0, 2.0]), np.array([[3.0], [1.0], [0.0]])
+    >>> design = ConditionalPoisson([0.5, 0.7, 0.8])  # two of the three completed
+    >>> masks, probs = design.support()
+    >>> draws = pair_ht_gradient(r, s, masks, design.joint())  # (3 samples, d = 1)
+    >>> (probs @ draws).round(12).tolist(), pair_gradient(r, s).tolist()
+    ([-0.5], [-0.5])
     """
     return pair_estimate(rewards, scores, mask, joint, weighting="exact")

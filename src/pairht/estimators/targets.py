@@ -123,11 +123,8 @@ def loo_gradient(rewards: ArrayLike, scores: ArrayLike) -> np.ndarray:
 
     ``rbar_{-i} = (1/(G-1)) sum_{j != i} r_j``. Equal to :func:`pair_gradient` exactly
     (Theorem 1); computed here from its own definition so the identity can be tested.
-
-    Parameters
-    ----------
-    rewards, scores
-        As in :func:`pair_gradient`; returns the ``(..., d)`` gradient.
+    ``rewards`` ``(..., G)``, ``scores`` ``(..., G, d)`` and the ``(..., d)`` result are as
+    in :func:`pair_gradient`.
 
     Examples
     --------
@@ -146,12 +143,8 @@ def group_mean_gradient(rewards: ArrayLike, scores: ArrayLike) -> np.ndarray:
     r"""Group-mean baseline gradient ``(1/G) sum_i (r_i - rbar) s_i``.
 
     Equals ``(G-1)/G`` times :func:`pair_gradient` (Theorem 1): the group-mean baseline
-    shrinks the unbiased pair target by a finite-``G`` factor.
-
-    Parameters
-    ----------
-    rewards, scores
-        As in :func:`pair_gradient`; returns the ``(..., d)`` gradient.
+    shrinks the unbiased pair target by a finite-``G`` factor. ``rewards`` ``(..., G)``,
+    ``scores`` ``(..., G, d)`` and the ``(..., d)`` result are as in :func:`pair_gradient`.
 
     Examples
     --------
