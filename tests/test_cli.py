@@ -141,6 +141,18 @@ def test_help_explains_every_option():
         assert opt in res.output, opt
 
 
+def test_audit_and_sweep_take_one_declaration_of_the_population_options():
+    import typer.main
+
+    group = typer.main.get_command(app).commands["audit"]
+    audit = {p.name: p for p in group.params}
+    sweep = {p.name: p for p in group.commands["sweep"].params}
+    for name in ("population", "prompts", "group_size", "reward", "calibration", "noise"):
+        assert (audit[name].opts, audit[name].help) == (sweep[name].opts, sweep[name].help)
+        assert (audit[name].default == sweep[name].default) == (name != "prompts"), name
+    assert (audit["prompts"].default, sweep["prompts"].default) == (64, 32)
+
+
 def test_the_cli_imports_neither_matplotlib_nor_torch():
     code = ("import sys, pairht.cli; "
             "bad = [m for m in ('matplotlib', 'torch', 'pairht.audit') if m in sys.modules]; "

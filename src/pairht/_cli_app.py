@@ -13,8 +13,12 @@ stderr and exits with status 2.
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 import os
-from typing import Annotated, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -123,17 +127,71 @@ AlphaOpt = Annotated[float, typer.Option(
     help="Level of the exact-vs-Monte-Carlo consistency tests (flags).")]
 
 
-def _population(population: str | None, prompts: int, group_size: int, reward: Reward,
-                calibration: Calibration, noise: float, seed: int, prefix_tokens: int = 256,
-                predictions: str = "stored") -> Any:
-    from pairht.audit import load_population, synthetic_population, with_predictions
+@dataclass(frozen=True)
+class _PopulationSource:
+    """The population an audit runs on: the file ``--population``, else the synthetic one
+    that ``--prompts``, ``--group-size``, ``--reward``, ``--calibration`` and ``--noise``
+    describe (:func:`pairht.audit.synthetic_population`)."""
 
-    if population is not None:
-        return with_predictions(load_population(population), predictions)
-    pop = synthetic_population(prompts, group_size, reward=reward.value,
-                               calibration=calibration.value, noise=noise,
-                               prefix_tokens=prefix_tokens, rng=seed)
-    return with_predictions(pop, predictions)
+    population: str | None
+    prompts: int
+    group_size: int
+    reward: Reward
+    calibration: Calibration
+    noise: float
+
+    def synthetic(self, seed: int) -> dict[str, Any] | None:
+        """The synthetic population's arguments (``None`` for a file), as the sweep over G
+        and calibration regenerates it."""
+        if self.population is not None:
+            return None
+        return {"n_prompts": self.prompts, "G": self.group_size, "reward": self.reward.value,
+                "calibration": self.calibration.value, "noise": self.noise, "rng": seed}
+
+    def load(self, seed: int, prefix_tokens: int = 256, predictions: str = "stored") -> Any:
+        """The population, with the prefix predictions ``predictions``."""
+        from pairht.audit import load_population, synthetic_population, with_predictions
+
+        if self.population is not None:
+            return with_predictions(load_population(self.population), predictions)
+        pop = synthetic_population(self.prompts, self.group_size, reward=self.reward.value,
+                                   calibration=self.calibration.value, noise=self.noise,
+                                   prefix_tokens=prefix_tokens, rng=seed)
+        return with_predictions(pop, predictions)
+
+
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
+
+def _population_options(prompts: int) -> Callable[[_Command], _Command]:
+    """Give a command the population options, declared once here, in place of its
+    ``source: _PopulationSource`` parameter (``--prompts`` defaulting to ``prompts``).
+
+    Typer reads a command's options from its signature, so the decorated command shows typer
+    the six options where ``source`` stood, and receives them as one :class:`_PopulationSource`.
+    """
+    options = [("population", PopulationOpt, None), ("prompts", PromptsOpt, prompts),
+               ("group_size", GroupOpt, 16), ("reward", RewardOpt, Reward.binary),
+               ("calibration", CalibrationOpt, Calibration.oracle), ("noise", NoiseOpt, 0.5)]
+
+    def decorate(command: _Command) -> _Command:
+        signature = inspect.signature(command, eval_str=True)
+        params = list(signature.parameters.values())
+        at = [p.name for p in params].index("source")
+        shown = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                   annotation=kind, default=default)
+                 for name, kind, default in options]
+
+        @functools.wraps(command)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            source = _PopulationSource(**{name: kwargs.pop(name) for name, _, _ in options})
+            return command(*args, source=source, **kwargs)
+
+        run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=params[:at] + shown + params[at + 1:])
+        return run  # type: ignore[return-value]
+
+    return decorate
 
 
 class Predictions(str, enum.Enum):
@@ -330,14 +388,10 @@ def _run_with_progress(pop: Any, keys: list[str] | None, cfg: Any, draws: int,
 
 # ---------------------------------------------------------------------- pairht audit
 @audit_app.callback()
+@_population_options(prompts=64)
 def audit(
     ctx: typer.Context,
-    population: PopulationOpt = None,
-    prompts: PromptsOpt = 64,
-    group_size: GroupOpt = 16,
-    reward: RewardOpt = Reward.binary,
-    calibration: CalibrationOpt = Calibration.oracle,
-    noise: NoiseOpt = 0.5,
+    source: _PopulationSource,
     prefix_tokens: PrefixTokensOpt = 256,
     predictions: PredictionsOpt = Predictions.stored,
     compare: str | None = typer.Option(
@@ -387,8 +441,7 @@ def audit(
         keys = _row_keys(rows)
         _check_compare(compare, keys)
         budgets = _floats("cost-budgets", cost_budgets)
-        pop = _population(population, prompts, group_size, reward, calibration, noise, seed,
-                          prefix_tokens, predictions.value)
+        pop = source.load(seed, prefix_tokens, predictions.value)
         _check_settings(keys, budget, pi_min, pop=pop)
         cfg = AuditConfig(budget_ratio=budget, pi_min=pi_min, seed=seed, enum_limit=enum_limit,
                           alpha=alpha)
@@ -478,19 +531,15 @@ def _writable(out: str) -> None:
 
 # ---------------------------------------------------------------------- pairht audit sweep
 @audit_app.command("sweep")
+@_population_options(prompts=32)
 def sweep(
     axis: AxisOpt,
+    source: _PopulationSource,
     values: str | None = typer.Option(
         None, "--values",
         help="Comma-separated values of the axis (defaults: budget 0.25,0.375,0.5,0.625,0.75; "
              "pi_min 0.02,0.05,0.08,0.15; G 4,8,16,32; calibration "
              "oracle,noisy,miscalibrated)."),
-    population: PopulationOpt = None,
-    prompts: PromptsOpt = 32,
-    group_size: GroupOpt = 16,
-    reward: RewardOpt = Reward.binary,
-    calibration: CalibrationOpt = Calibration.oracle,
-    noise: NoiseOpt = 0.5,
     budget: BudgetOpt = 0.5,
     pi_min: PiMinOpt = 0.08,
     draws: int = typer.Option(5_000, "--draws", min=0,
@@ -512,23 +561,21 @@ def sweep(
         _check_seed(seed)
         _check_budget(budget)
         keys = _row_keys(rows)
-        if population is not None and axis in (Axis.G, Axis.calibration):
+        if source.population is not None and axis in (Axis.G, Axis.calibration):
             raise ValueError(f"--axis {axis.value} regenerates the synthetic population; it "
-                             f"cannot be swept on --population {population}")
+                             f"cannot be swept on --population {source.population}")
         vals: list[Any] | None = None
         if values is not None:
             vals = ([v.strip() for v in values.split(",") if v.strip()]
                     if axis == Axis.calibration else _floats("values", values))
-        base = _population(population, prompts, group_size, reward, calibration, noise, seed)
+        base = source.load(seed)
         _check_sweep(axis, vals, keys, budget, pi_min, base)
         cfg = AuditConfig(budget_ratio=budget, pi_min=pi_min, seed=seed, enum_limit=enum_limit)
         _writable(out)
 
         from pairht.audit.sweep import AXES
 
-        synthetic = None if population is not None else {
-            "n_prompts": prompts, "reward": reward.value, "calibration": calibration.value,
-            "noise": noise, "rng": seed, "G": group_size}
+        synthetic = source.synthetic(seed)
         n_points = len(vals if vals is not None else AXES[axis.value])
         if quiet:
             table = run_sweep(axis.value, base, keys, cfg, vals, n_draws=draws,
@@ -658,10 +705,11 @@ def demo(
     mod = _demo_module("demo")
     try:
         res = mod.run_comparison(
-            steps=steps, seed=seed, out_dir=out_dir,
-            methods=[m.strip() for m in methods.split(",") if m.strip()], task=task.value,
-            budget_ratio=budget_ratio, tau=tau, match_tokens=not fixed_steps,
-            plot=not no_plot, progress=not no_progress)
+            settings=_demo_module("tasks").RunSettings(task.value, steps, tau=tau,
+                                                       budget_ratio=budget_ratio),
+            seed=seed, out_dir=out_dir,
+            methods=[m.strip() for m in methods.split(",") if m.strip()],
+            match_tokens=not fixed_steps, plot=not no_plot, progress=not no_progress)
     except (ValueError, TypeError, OSError) as exc:
         raise _fail(exc) from None
     typer.echo(f"wrote {res.table_path}, {res.out_dir / 'results.json'}"
@@ -718,11 +766,12 @@ def experiment(
         steps = 6  # PAIRHT_E2E_SHORT: CI's short form
     t0 = time.perf_counter()
     try:
-        res = ex.run_experiment(
-            names, seed_list, task=task.value, steps=steps, epochs=epochs,
-            budget_ratio=budget_ratio, tau=tau, learning_rate=learning_rate, out_dir=out_dir,
-            warmup_steps=warmup_steps, prompts_per_step=prompts_per_step,
-            eval_every=eval_every, progress=not no_progress)
+        run = _demo_module("tasks").RunSettings(
+            task.value, steps, prompts_per_step=prompts_per_step, tau=tau,
+            budget_ratio=budget_ratio, learning_rate=learning_rate, warmup_steps=warmup_steps,
+            eval_every=eval_every)
+        res = ex.run_experiment(names, seed_list, settings=run, epochs=epochs,
+                                out_dir=out_dir, progress=not no_progress)
     except (ValueError, TypeError, OSError) as exc:
         raise _fail(exc) from None
     typer.echo(res.report_path.read_text())

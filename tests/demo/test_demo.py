@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("trl")
 
 from pairht.demo import demo
+from pairht.demo.tasks import RunSettings
 from pairht.trl.timing import PHASES
 
 
@@ -180,7 +181,7 @@ def test_command_compares_at_matched_tokens_unless_told_fixed_steps(monkeypatch,
 def test_bad_task_is_refused_naming_the_choices():
     with pytest.raises(ValueError, match=r"task must be one of \['chain', 'chain_early', "
                                          r"'chain_long', 'toy'\]"):
-        demo.run_comparison(task="nope")
+        demo.run_comparison(RunSettings(task="nope"))
 
 
 @pytest.mark.slow
@@ -191,8 +192,8 @@ def test_short_chain_comparison_matches_tokens_and_reports_a_split_that_adds_up(
     out = io.StringIO()
     from rich.console import Console
 
-    res = demo.run_comparison(steps=3, warmup_steps=20, prompts_per_step=4, out_dir=tmp_path,
-                              match_tokens=True, plot=False, progress=False,
+    res = demo.run_comparison(RunSettings(steps=3, warmup_steps=20, prompts_per_step=4),
+                              out_dir=tmp_path, match_tokens=True, plot=False, progress=False,
                               console=Console(file=out, width=200))
     # the default task: long chains (docs/experiment.md); prompts_per_step given here
     assert res.settings["task"] == "chain_long" and res.settings["tau"] == 8

@@ -12,6 +12,7 @@ import json
 import pytest
 
 from pairht.demo import demo
+from pairht.demo.tasks import RunSettings
 
 STEPS = 60
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
-    return demo.run_comparison(steps=STEPS, seed=0, out_dir=out, progress=False, task="toy")
+    return demo.run_comparison(RunSettings("toy", STEPS), seed=0, out_dir=out, progress=False)
 
 
 def test_writes_table_json_and_plot(result):

@@ -11,7 +11,10 @@ import pytest
 pytest.importorskip("trl")
 
 from pairht.demo import experiment as ex
-from pairht.demo.tasks import TASKS
+from pairht.demo.tasks import TASKS, RunSettings
+
+#: Two steps of the short chains from a 20-step warm start: the arms and the report, quickly.
+SHORT_CHAIN = RunSettings("chain", 2, warmup_steps=20, prompts_per_step=4)
 
 
 def test_auc_is_the_mean_of_the_piecewise_linear_curve():
@@ -71,15 +74,15 @@ def test_unknown_arms_and_tasks_are_refused_naming_the_registry():
     with pytest.raises(ValueError, match="grpo_small matches PAIR"):
         ex.run_experiment(["grpo", "grpo_small"], [0])
     with pytest.raises(ValueError, match="task must be one of"):
-        ex.run_experiment(["grpo"], [0], task="nope")
+        ex.run_experiment(["grpo"], [0], RunSettings(task="nope"))
 
 
 @pytest.mark.slow
 def test_short_run_writes_the_report_and_matches_small_group_tokens(tmp_path, monkeypatch):
     monkeypatch.setenv("PAIRHT_CACHE", str(tmp_path / "cache"))
     res = ex.run_experiment(
-        ["grpo", "grpo_small", "pair", "adaptive_unweighted"], [0], task="chain", steps=2,
-        warmup_steps=20, prompts_per_step=4, out_dir=tmp_path / "out", bootstrap=200,
+        ["grpo", "grpo_small", "pair", "adaptive_unweighted"], [0], SHORT_CHAIN,
+        out_dir=tmp_path / "out", bootstrap=200,
         progress=False,
     )  # the short chains: this tests the arms and the report (the demo's test runs chain_long)
     text = res.report_path.read_text()
@@ -138,9 +141,8 @@ def test_short_run_of_the_narrow_arm_generates_fewer_prefixes(tmp_path, monkeypa
     widths: list[int] = []
     resolve = ex._narrow_size
     monkeypatch.setattr(ex, "_narrow_size", lambda *a: widths.append(resolve(*a)) or widths[-1])
-    res = ex.run_experiment(["pair_dr", "pair_dr_narrow"], [0], task="chain", steps=2,
-                            warmup_steps=20, prompts_per_step=4, out_dir=tmp_path / "out",
-                            bootstrap=100, progress=False)
+    res = ex.run_experiment(["pair_dr", "pair_dr_narrow"], [0], SHORT_CHAIN,
+                            out_dir=tmp_path / "out", bootstrap=100, progress=False)
     assert "| pair_dr_narrow |" in res.report_path.read_text()
     by = {r.arm: r.result for r in res.runs}
     (w,) = widths
@@ -153,9 +155,8 @@ def test_short_run_of_the_narrow_arm_generates_fewer_prefixes(tmp_path, monkeypa
 @pytest.mark.slow
 def test_short_run_of_the_default_arm_counts_its_audit_tokens(tmp_path, monkeypatch):
     monkeypatch.setenv("PAIRHT_CACHE", str(tmp_path / "cache"))
-    res = ex.run_experiment(["pair", "default"], [0], task="chain", steps=2, warmup_steps=20,
-                            prompts_per_step=4, out_dir=tmp_path / "out", bootstrap=100,
-                            progress=False)
+    res = ex.run_experiment(["pair", "default"], [0], SHORT_CHAIN, out_dir=tmp_path / "out",
+                            bootstrap=100, progress=False)
     assert "| default |" in res.report_path.read_text()
     by = {r.arm: r.result for r in res.runs}
     d = by["default"]

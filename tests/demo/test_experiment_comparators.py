@@ -12,6 +12,7 @@ pytest.importorskip("trl")
 
 from pairht.demo import demo
 from pairht.demo import experiment as ex
+from pairht.demo.tasks import RunSettings
 from pairht.step import allocator_names
 
 
@@ -101,9 +102,9 @@ def test_short_run_of_the_comparator_arms_writes_a_ranked_report(tmp_path, monke
     monkeypatch.setenv("PAIRHT_CACHE", str(tmp_path / "cache"))
     arms = ["pair", *ex.COMPARATOR_ARMS]
     # the short chain task: this test is about the comparator arms, not the task
-    res = ex.run_experiment(arms, [0], task="chain", steps=2, warmup_steps=20,
-                            prompts_per_step=4, out_dir=tmp_path / "out", bootstrap=100,
-                            progress=False)
+    res = ex.run_experiment(arms, [0], RunSettings("chain", 2, warmup_steps=20,
+                                                   prompts_per_step=4),
+                            out_dir=tmp_path / "out", bootstrap=100, progress=False)
     text = res.report_path.read_text()
     assert "## Ranking at equal generated tokens" in text
     for arm in arms:

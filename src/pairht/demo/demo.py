@@ -40,14 +40,14 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pairht.demo import toy
-from pairht.demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, get_task, task_settings
+from pairht.demo.tasks import TASK_DEFAULTS, RunSettings, get_task
 
 __all__ = [
     "EVAL_SAMPLES", "TASK_DEFAULTS", "ComparisonResult", "MethodResult", "eval_standard_error",
@@ -530,20 +530,11 @@ def verdict(grpo: MethodResult, pair: MethodResult, n_eval: int | None) -> list[
 
 
 def run_comparison(
-    steps: int | None = None,
+    settings: RunSettings | None = None,
     seed: int = 0,
     out_dir: str | os.PathLike = "demo-out",
     *,
-    task: str = DEFAULT_TASK,
     methods: Sequence[str] = METHODS,
-    num_generations: int = 8,
-    prompts_per_step: int | None = None,
-    tau: int | None = None,
-    snap_window: int = 8,
-    budget_ratio: float = 0.5,
-    learning_rate: float | None = None,
-    warmup_steps: int | None = None,
-    eval_every: int | None = None,
     match_tokens: bool = False,
     plot: bool = True,
     progress: bool = True,
@@ -553,36 +544,20 @@ def run_comparison(
 
     Parameters
     ----------
-    steps : int, optional
-        Optimizer steps per method. Default: the task's (chain 40, toy 60), or 12 when
-        ``PAIRHT_E2E_SHORT=1``.
+    settings : RunSettings, optional
+        Task, steps, group size, PAIR's ``tau`` and budget ratio, learning rate, warm-up and
+        evaluation period (:class:`pairht.demo.tasks.RunSettings`; default: all the task's,
+        on ``"chain_long"``). Steps default to the task's (chain 40, toy 60), or 12 when
+        ``PAIRHT_E2E_SHORT=1``; ``eval_every`` to ``max(1, steps // 8)``. The default task,
+        ``"chain_long"`` (:mod:`pairht.demo.chain`), has responses of 64-124 tokens, none
+        finished at the prefix checkpoint, most failures visible in it. ``"chain"``: 28-58
+        tokens; ``"toy"`` (:mod:`pairht.demo.toy`): 12-39 tokens, where the prefix is half of
+        PAIR's tokens.
     seed : int
         Seeds model initialisation, warm-up, prompt order, sampling and the PAIR design.
     out_dir : path
         Receives ``results.json``, ``table.txt`` and ``reward_vs_tokens.png``.
-    task : a name in :data:`pairht.demo.tasks.TASKS`
-        Default ``"chain_long"`` (:mod:`pairht.demo.chain`): responses of 64-124 tokens, none
-        finished at the prefix checkpoint, most failures visible in it. ``"chain"``: 28-58
-        tokens; ``"toy"`` (:mod:`pairht.demo.toy`): 12-39 tokens, where the prefix is half of
-        PAIR's tokens.
     methods : subset of ("grpo", "pair")
-    num_generations : int
-        Group size G (candidates per prompt).
-    prompts_per_step : int, optional
-        Prompts per optimizer step (``G * prompts_per_step`` completions per step; default:
-        the task's).
-    tau, snap_window : int
-        PAIR prefix checkpoint (default: the task's, :data:`TASK_DEFAULTS`) and newline snap
-        window, in tokens.
-    budget_ratio : float
-        PAIR expected suffix budget as a fraction of the full-group predicted suffix cost.
-    learning_rate : float, optional
-        AdamW learning rate of both runs (constant schedule; default: the task's).
-    warmup_steps : int, optional
-        Supervised warm-up steps before RL (shared: run once, then copied; the chain task's is
-        cached on disk with ``pairht experiment``'s, under ``$PAIRHT_CACHE``).
-    eval_every : int, optional
-        Held-out evaluation period in steps (default ``max(1, steps // 8)``).
     match_tokens : bool
         With both methods: GRPO trains ``steps`` steps, then PAIR trains on the same prompt
         stream until it has generated as many tokens as GRPO did (at most ``2 * steps``
@@ -600,7 +575,7 @@ def run_comparison(
 
     Examples
     --------
-    >>> res = run_comparison(steps=12, seed=0, out_dir="demo-out")  # doctest: +SKIP
+    >>> res = run_comparison(RunSettings(steps=12), seed=0)  # doctest: +SKIP
     >>> pair, grpo = res.results["pair"], res.results["grpo"]  # doctest: +SKIP
     >>> pair.generated_tokens < grpo.generated_tokens  # doctest: +SKIP
     True
@@ -608,20 +583,10 @@ def run_comparison(
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise ValueError(f"methods must be a non-empty subset of {METHODS}; got {list(methods)!r}")
-    the_task = get_task(task)
-    defaults = TASK_DEFAULTS[task]
-    if steps is None:
-        steps = 12 if _short() else int(defaults["steps"])
-    tau, learning_rate, warmup_steps, prompts_per_step = task_settings(
-        task, tau, learning_rate, warmup_steps, prompts_per_step)
-    for name, v in (("steps", steps), ("num_generations", num_generations),
-                    ("prompts_per_step", prompts_per_step), ("tau", tau),
-                    ("warmup_steps", warmup_steps)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int; got {name}={v!r}")
-    if num_generations < 2:
-        raise ValueError(f"num_generations must be >= 2 (pairs need two); got {num_generations}")
-    eval_every = eval_every or max(1, steps // 8)
+    run = settings or RunSettings()
+    if run.steps is None and _short():
+        run = replace(run, steps=12)
+    run = run.resolved(evaluations=8)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -633,12 +598,9 @@ def run_comparison(
     torch.set_num_threads(1)
     try:
         with single_blas_thread():
-            return _run_comparison(
-                steps, seed, out, the_task, methods, num_generations, prompts_per_step, tau,
-                snap_window, budget_ratio, learning_rate, warmup_steps, eval_every,
-                match_tokens and set(methods) == set(METHODS), plot, progress, console,
-                int(defaults["max_positions"]),
-            )
+            return _run_comparison(run, seed, out, methods,
+                                   match_tokens and set(methods) == set(METHODS), plot,
+                                   progress, console)
     finally:
         torch.set_num_threads(threads)
 
@@ -656,13 +618,16 @@ def _warm_start(task: toy.Task, seed: int, steps: int, max_positions: int, progr
     return base, time.perf_counter() - t0
 
 
-def _run_comparison(
-    steps, seed, out, task, methods, num_generations, prompts_per_step, tau, snap_window,
-    budget_ratio, learning_rate, warmup_steps, eval_every, match_tokens, plot, progress, console,
-    max_positions,
-) -> ComparisonResult:
+def _run_comparison(run: RunSettings, seed: int, out: Path, methods: Sequence[str],
+                    match_tokens: bool, plot: bool, progress: bool, console: Any
+                    ) -> ComparisonResult:
+    """:func:`run_comparison` on resolved settings (every field set)."""
+    task = get_task(run.task)
+    steps, prompts_per_step = run.steps, run.prompts_per_step
+    assert steps is not None and prompts_per_step is not None and run.warmup_steps is not None \
+        and run.learning_rate is not None  # resolved
     tokenizer = toy.make_tokenizer(task)
-    base, warm_seconds = _warm_start(task, seed, warmup_steps, max_positions, progress)
+    base, warm_seconds = _warm_start(task, seed, run.warmup_steps, run.max_positions, progress)
     kernel_seconds = warm_kernels() if "pair" in methods else 0.0
     # One prompt stream for both runs (TRL's sampler shuffles the whole dataset with the seed,
     # so both see the same prompts in the same order however long each trains).
@@ -676,28 +641,25 @@ def _run_comparison(
             out / method,
             steps=run_steps,
             seed=seed,
-            num_generations=num_generations,
+            num_generations=run.num_generations,
             prompts_per_step=prompts_per_step,
-            learning_rate=learning_rate,
+            learning_rate=run.learning_rate,
             max_completion_length=task.max_new_tokens,
         )
         model = copy.deepcopy(base)
-        common = dict(steps=run_steps, eval_every=eval_every, eval_seed=eval_seed,
-                      progress=progress, task=task)
+        common: dict[str, Any] = dict(steps=run_steps, eval_every=run.eval_every,
+                                      eval_seed=eval_seed, progress=progress, task=task)
         if method == "grpo":
             results[method] = _run_grpo(model, tokenizer, dataset, kwargs, **common)
         else:
             limit = results["grpo"].generated_tokens if match_tokens else None
             results[method] = _run_pair(
-                model, tokenizer, dataset, kwargs, tau=tau, snap_window=snap_window,
-                budget_ratio=budget_ratio, token_limit=limit, **common,
+                model, tokenizer, dataset, kwargs, tau=run.tau, snap_window=run.snap_window,
+                budget_ratio=run.budget_ratio, token_limit=limit, **common,
             )
     settings = dict(
-        task=task.name, steps=steps, seed=seed, num_generations=num_generations,
-        prompts_per_step=prompts_per_step, tau=tau, snap_window=snap_window,
-        budget_ratio=budget_ratio, learning_rate=learning_rate, warmup_steps=warmup_steps,
-        warmup_seconds=warm_seconds, kernel_load_seconds=kernel_seconds, eval_every=eval_every,
-        match_tokens=match_tokens,
+        **asdict(run), seed=seed, warmup_seconds=warm_seconds,
+        kernel_load_seconds=kernel_seconds, match_tokens=match_tokens,
         eval=f"held-out success rate, {len(task.eval_items)} prompts x {EVAL_SAMPLES} "
              "completions sampled at temperature 1",
         eval_samples=len(task.eval_items) * EVAL_SAMPLES,

@@ -47,7 +47,7 @@ from scipy import stats
 
 from pairht.comparators import COMPARATORS
 from pairht.demo import demo, toy
-from pairht.demo.tasks import DEFAULT_TASK, TASK_DEFAULTS, get_task, task_settings
+from pairht.demo.tasks import RunSettings, get_task
 from pairht.demo.warm_cache import warm_model
 from pairht.step import ALLOCATORS
 
@@ -246,18 +246,9 @@ def _first_reach(xs: Sequence[float], ys: Sequence[float], target: float) -> flo
 def run_experiment(
     arms: Sequence[str] = DEFAULT_ARMS,
     seeds: Sequence[int] = (0, 1, 2),
+    settings: RunSettings | None = None,
     *,
-    task: str = DEFAULT_TASK,
-    steps: int | None = None,
-    num_generations: int = 8,
-    prompts_per_step: int | None = None,
-    tau: int | None = None,
-    snap_window: int = 8,
-    budget_ratio: float = 0.5,
-    learning_rate: float | None = None,
-    warmup_steps: int | None = None,
     epochs: int = 1,
-    eval_every: int | None = None,
     out_dir: str | os.PathLike = "experiment-out",
     bootstrap: int = 2000,
     progress: bool = True,
@@ -269,14 +260,13 @@ def run_experiment(
     arms : names in :data:`ARMS`
     seeds : ints
         Each seed fixes the warm start, prompt order, sampling and designs; arms share them.
-    task : a name in :data:`pairht.demo.tasks.TASKS`
-    steps, num_generations, prompts_per_step, tau, snap_window, budget_ratio, learning_rate
-        As in :func:`pairht.demo.demo.run_comparison` (``steps``, ``prompts_per_step``,
-        ``tau`` and ``learning_rate`` default to the task's,
-        :data:`pairht.demo.tasks.TASK_DEFAULTS`).
-    warmup_steps : int, optional
-        Supervised warm-up steps (default: the task's; cached on disk under
-        ``$PAIRHT_CACHE``, default ``~/.cache/pairht``).
+    settings : RunSettings, optional
+        Task, steps, group size, PAIR's ``tau`` and budget ratio, learning rate, warm-up and
+        evaluation period, as in :func:`pairht.demo.demo.run_comparison`
+        (:class:`pairht.demo.tasks.RunSettings`: ``None`` fields are the task's,
+        :data:`pairht.demo.tasks.TASK_DEFAULTS`; ``eval_every`` ``max(1, steps // 5)``).
+        The warm start is cached on disk under ``$PAIRHT_CACHE`` (default
+        ``~/.cache/pairht``).
     epochs : int
         Passes over the training prompts: ``ceil(steps * prompts_per_step / epochs)`` distinct
         prompts, each seen ``epochs`` times. With 1 (default) every prompt is seen once, so the
@@ -290,11 +280,12 @@ def run_experiment(
     ExperimentResult
     """
     arms = _check_arms(arms)
-    the_task = get_task(task)
-    defaults = TASK_DEFAULTS[task]
-    steps = int(defaults["steps"]) if steps is None else steps
-    tau, learning_rate, warmup_steps, prompts_per_step = task_settings(
-        task, tau, learning_rate, warmup_steps, prompts_per_step)
+    run = (settings or RunSettings()).resolved(evaluations=5)
+    the_task = get_task(run.task)
+    steps, prompts_per_step, warmup_steps, tau, learning_rate = (
+        run.steps, run.prompts_per_step, run.warmup_steps, run.tau, run.learning_rate)
+    assert steps is not None and prompts_per_step is not None and warmup_steps is not None \
+        and tau is not None and learning_rate is not None  # resolved
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds must name at least one seed")
@@ -302,8 +293,7 @@ def run_experiment(
         raise ValueError(f"epochs must be an int >= 1 (passes over the training prompts); got "
                          f"{epochs!r}")
     visits = steps * prompts_per_step
-    cfg = toy.ToyModelConfig(max_positions=int(defaults["max_positions"]))
-    eval_every = eval_every or max(1, steps // 5)
+    cfg = toy.ToyModelConfig(max_positions=run.max_positions)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -322,7 +312,7 @@ def run_experiment(
             grpo_tokens: int | None = None
             for arm_name in order:
                 arm = ARMS[arm_name]
-                g = num_generations
+                g = run.num_generations
                 if arm.matched:
                     # G' so that G' * (GRPO tokens per candidate) = PAIR's total tokens; measured
                     # from the full-group run of this seed when there is one, else a pilot.
@@ -331,7 +321,7 @@ def run_experiment(
                         full = _full_group_tokens(base, tok, dataset, the_task, seed, g,
                                                   prompts_per_step, visits)
                     spent = pair_tokens.get("pair", float(np.mean(list(pair_tokens.values()))))
-                    g = max(2, round(num_generations * spent / full))
+                    g = max(2, round(run.num_generations * spent / full))
                 kwargs = demo._base_kwargs(
                     out / f"{arm_name}-s{seed}", steps=steps, seed=seed, num_generations=g,
                     prompts_per_step=prompts_per_step, learning_rate=learning_rate,
@@ -340,7 +330,7 @@ def run_experiment(
                 model = copy.deepcopy(base)
                 if arm.kind == "grpo":
                     res = demo._run_grpo(
-                        model, tok, dataset, kwargs, steps=steps, eval_every=eval_every,
+                        model, tok, dataset, kwargs, steps=steps, eval_every=run.eval_every,
                         eval_seed=seed + 1, progress=progress, task=the_task, name=arm_name,
                     )
                     if not arm.matched:
@@ -351,11 +341,11 @@ def run_experiment(
                         options["prefix_group_size"] = _narrow_size(
                             _full_group_tokens(base, tok, dataset, the_task, seed, g,
                                                prompts_per_step, visits) / (g * visits),
-                            g, tau, budget_ratio)
+                            g, tau, run.budget_ratio)
                     res = demo._run_pair(
-                        model, tok, dataset, kwargs, tau=tau, snap_window=snap_window,
-                        budget_ratio=budget_ratio, pair_options=options, steps=steps,
-                        eval_every=eval_every, eval_seed=seed + 1, progress=progress,
+                        model, tok, dataset, kwargs, tau=tau, snap_window=run.snap_window,
+                        budget_ratio=run.budget_ratio, pair_options=options, steps=steps,
+                        eval_every=run.eval_every, eval_seed=seed + 1, progress=progress,
                         task=the_task, name=arm_name,
                     )
                     pair_tokens[arm_name] = res.generated_tokens
@@ -364,21 +354,18 @@ def run_experiment(
                 runs.append(ArmRun(arm_name, seed, g, res, [float(v) for v in by_item]))
     finally:
         torch.set_num_threads(threads)
-    settings = dict(
-        task=task, arms=arms, seeds=seeds, steps=steps, num_generations=num_generations,
-        prompts_per_step=prompts_per_step, tau=tau, snap_window=snap_window,
-        budget_ratio=budget_ratio, learning_rate=learning_rate, warmup_steps=warmup_steps,
-        epochs=epochs, eval_every=eval_every, bootstrap=bootstrap,
+    logged = dict(
+        **asdict(run), arms=arms, seeds=seeds, epochs=epochs, bootstrap=bootstrap,
         eval=f"held-out success, {len(the_task.eval_items)} prompts x 8 samples at T=1",
     )
     summary = summarise(runs, arms, seeds, bootstrap=bootstrap)
-    table = {"settings": settings, "summary": summary,
+    table = {"settings": logged, "summary": summary,
              "runs": [{**asdict(r), "result": asdict(r.result)} for r in runs]}
     figures = _plot(table, out)
     report = out / "report.md"
-    report.write_text(render_report(summary, settings, figures))
+    report.write_text(render_report(summary, logged, figures))
     (out / "runs.json").write_text(json.dumps(table, indent=2))
-    return ExperimentResult(runs, summary, report, figures, settings)
+    return ExperimentResult(runs, summary, report, figures, logged)
 
 
 def _narrow_size(mean_length: float, g: int, tau: int, budget_ratio: float) -> int:

@@ -8,10 +8,13 @@ rate, supervised warm-up, steps, the policy's position budget).
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 from pairht.demo import toy
 from pairht.demo.chain import CHAIN_EARLY_TASK, CHAIN_LONG_TASK, CHAIN_TASK
 
-__all__ = ["DEFAULT_TASK", "TASKS", "TASK_DEFAULTS", "get_task", "task_settings"]
+__all__ = ["DEFAULT_TASK", "TASKS", "TASK_DEFAULTS", "RunSettings", "get_task"]
 
 #: Every task by name (the only source of task names).
 TASKS: dict[str, toy.Task] = {
@@ -54,26 +57,81 @@ def get_task(name: str) -> toy.Task:
     return TASKS[name]
 
 
-def task_settings(
-    task: str,
-    tau: int | None = None,
-    learning_rate: float | None = None,
-    warmup_steps: int | None = None,
-    prompts_per_step: int | None = None,
-) -> tuple[int, float, int, int]:
-    """``(tau, learning_rate, warmup_steps, prompts_per_step)`` of a run on ``task``: each
-    value given, else the task's default (:data:`TASK_DEFAULTS`).
+@dataclass(frozen=True)
+class RunSettings:
+    """How a training run of the demo uses a task: the settings ``pairht demo``
+    (:func:`pairht.demo.demo.run_comparison`) and ``pairht experiment``
+    (:func:`pairht.demo.experiment.run_experiment`) share. ``None`` stands for the task's
+    default (:data:`TASK_DEFAULTS`), filled in by :meth:`resolved`.
+
+    Attributes
+    ----------
+    task : str
+        A name in :data:`TASKS` (default :data:`DEFAULT_TASK`).
+    steps : int, optional
+        Optimizer steps per run (in the demo's token-matched comparison, GRPO's).
+    num_generations : int
+        Group size G (candidates per prompt).
+    prompts_per_step : int, optional
+        Prompts per optimizer step (``G * prompts_per_step`` completions per step).
+    tau, snap_window : int
+        PAIR's prefix checkpoint (optional: the task's) and newline snap window, in tokens.
+    budget_ratio : float
+        PAIR's expected suffix budget as a fraction of the full group's predicted suffix cost.
+    learning_rate : float, optional
+        AdamW learning rate (constant schedule).
+    warmup_steps : int, optional
+        Supervised warm-up steps before RL (the chain tasks' cached on disk under
+        ``$PAIRHT_CACHE``).
+    eval_every : int, optional
+        Held-out evaluation period in steps (the caller's default: a share of the steps).
 
     Examples
     --------
-    >>> task_settings("toy", learning_rate=1e-3)
-    (6, 0.001, 400, 8)
+    >>> run = RunSettings("toy", learning_rate=1e-3).resolved(evaluations=5)
+    >>> run.steps, run.tau, run.learning_rate, run.warmup_steps, run.eval_every
+    (60, 6, 0.001, 400, 12)
     """
-    get_task(task)  # a ValueError naming the tasks for an unknown name
-    defaults = TASK_DEFAULTS[task]
-    return (
-        int(defaults["tau"]) if tau is None else tau,
-        float(defaults["learning_rate"]) if learning_rate is None else learning_rate,
-        int(defaults["warmup_steps"]) if warmup_steps is None else warmup_steps,
-        int(defaults["prompts_per_step"]) if prompts_per_step is None else prompts_per_step,
-    )
+
+    task: str = DEFAULT_TASK
+    steps: int | None = None
+    num_generations: int = 8
+    prompts_per_step: int | None = None
+    tau: int | None = None
+    snap_window: int = 8
+    budget_ratio: float = 0.5
+    learning_rate: float | None = None
+    warmup_steps: int | None = None
+    eval_every: int | None = None
+
+    def resolved(self, *, evaluations: int) -> RunSettings:
+        """Every ``None`` replaced by the task's default, and ``eval_every`` (when not given)
+        by ``max(1, steps // evaluations)``; ``ValueError`` naming the field for an unknown
+        task, a count that is not a positive int, or fewer than two generations."""
+        get_task(self.task)  # a ValueError naming the tasks for an unknown name
+        d = TASK_DEFAULTS[self.task]
+        run = dataclasses.replace(
+            self,
+            steps=int(d["steps"]) if self.steps is None else self.steps,
+            tau=int(d["tau"]) if self.tau is None else self.tau,
+            learning_rate=(float(d["learning_rate"]) if self.learning_rate is None
+                           else self.learning_rate),
+            warmup_steps=int(d["warmup_steps"]) if self.warmup_steps is None else self.warmup_steps,
+            prompts_per_step=(int(d["prompts_per_step"]) if self.prompts_per_step is None
+                              else self.prompts_per_step),
+        )
+        for name in ("steps", "num_generations", "prompts_per_step", "tau", "warmup_steps"):
+            v = getattr(run, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive int; got {name}={v!r}")
+        if run.num_generations < 2:
+            raise ValueError(f"num_generations must be >= 2 (pairs need two); got "
+                             f"{run.num_generations}")
+        assert run.steps is not None  # filled in above
+        return dataclasses.replace(run, eval_every=run.eval_every
+                                   or max(1, run.steps // evaluations))
+
+    @property
+    def max_positions(self) -> int:
+        """The policy's position budget for this task (:data:`TASK_DEFAULTS`)."""
+        return int(TASK_DEFAULTS[self.task]["max_positions"])

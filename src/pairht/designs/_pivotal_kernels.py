@@ -112,14 +112,6 @@ def _step(kd, pkp, pnp, b, c, tot, h0, h1, h2):
     if kd == START:
         m = tot
         tot, h0, h1, h2 = 0.0, 0.0, 0.0, 0.0
-    elif kd == LT:
-        m = (h0 + h2) * pnp
-        if c != 1:
-            h0 *= pkp
-            h1 *= pkp
-            h2 *= pkp
-        else:
-            h0, h1, h2 = 0.0, 0.0, 0.0
     elif kd == EQ:
         t = 0.0
         if c != 1:
@@ -127,12 +119,19 @@ def _step(kd, pkp, pnp, b, c, tot, h0, h1, h2):
         if c != 0:
             t += (h0 + h2) * pnp
         return t, 0.0, 0.0, 0.0
-    else:  # GT
-        m = (h1 + h2) * pkp
-        if c != 0:
-            h0 *= pnp
-            h1 *= pnp
-            h2 *= pnp
+    else:
+        # LT and GT are mirror images. The outcome that decides the old carry moves its
+        # admissible mass to u (LT: new, prob pn, carry -> 0; GT: keep, prob pk, carry -> 1);
+        # the other decides u (LT: 0, GT: 1) and the carry keeps its class.
+        if kd == LT:
+            stay, move, decided, barred = pkp, pnp, h0, 1
+        else:
+            stay, move, decided, barred = pnp, pkp, h1, 0
+        m = (decided + h2) * move
+        if c != barred:
+            h0 *= stay
+            h1 *= stay
+            h2 *= stay
         else:
             h0, h1, h2 = 0.0, 0.0, 0.0
     if c == 0:
