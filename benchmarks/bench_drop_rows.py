@@ -33,7 +33,7 @@ def main() -> None:
 
     from pairht.demo import toy
     from pairht.demo.chain import CHAIN_TASK
-    from pairht.demo.demo import _base_kwargs, _quiet, single_blas_thread, warm_kernels
+    from pairht.demo.demo import quiet_trainer, single_blas_thread, trainer_kwargs, warm_kernels
     from pairht.demo.warm_cache import warm_model
     from pairht.trl import PairGRPOConfig, PairGRPOTrainer
 
@@ -46,7 +46,7 @@ def main() -> None:
     with single_blas_thread(), tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for drop in ((False, True) if r % 2 == 0 else (True, False)):
-                kw = _base_kwargs(pathlib.Path(tmp) / f"out{int(drop)}", steps=args.steps,
+                kw = trainer_kwargs(pathlib.Path(tmp) / f"out{int(drop)}", steps=args.steps,
                                   seed=r, num_generations=G, prompts_per_step=P,
                                   learning_rate=1e-4, max_completion_length=task.max_new_tokens)
                 cfg = PairGRPOConfig(**kw, mode="exact", tau=8, snap_window=8, budget_ratio=0.5,
@@ -56,7 +56,7 @@ def main() -> None:
                                           args=cfg, train_dataset=task.dataset(
                                               args.steps * P, rng=r, split="train"),
                                           processing_class=tok)
-                _quiet(trainer)
+                quiet_trainer(trainer)
                 trainer.step_timer.clock = time.process_time
                 torch.manual_seed(r)
                 trainer.train()

@@ -43,11 +43,11 @@ def main() -> int:
     from pairht.demo import toy
     from pairht.demo.chain import CHAIN_LONG_TASK as task
     from pairht.demo.demo import (
-        _base_kwargs,
         _DrawMeter,
-        _quiet,
         _TokenMeter,
+        quiet_trainer,
         single_blas_thread,
+        trainer_kwargs,
         warm_kernels,
     )
     from pairht.demo.grpo import RowDropGRPOTrainer
@@ -74,7 +74,7 @@ def main() -> int:
     with single_blas_thread(), tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for arm in arms[r % len(arms):] + arms[: r % len(arms)]:
-                kw = _base_kwargs(pathlib.Path(tmp) / arm, steps=args.steps, seed=r,
+                kw = trainer_kwargs(pathlib.Path(tmp) / arm, steps=args.steps, seed=r,
                                   num_generations=G, prompts_per_step=P, learning_rate=1e-4,
                                   max_completion_length=task.max_new_tokens)
                 data = task.dataset(args.steps * P, rng=r, split="train")
@@ -95,7 +95,7 @@ def main() -> int:
                     trainer.add_callback(Poll(draws))
                     trainer.generation_backend.drop_finished_rows = arm == "pair"
                     timer = trainer.step_timer
-                _quiet(trainer)
+                quiet_trainer(trainer)
                 timer.clock = time.process_time
                 torch.manual_seed(r)
                 trainer.train()

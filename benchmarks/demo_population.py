@@ -47,7 +47,7 @@ def build_population(seed: int, prompts: int, train_steps: int, path: str,
     """Train PAIR ``train_steps`` steps on a chain task, then collect a population
     (``group_size`` candidates per prompt; ``tau``: the task's demo default when None)."""
     from pairht.demo import toy
-    from pairht.demo.demo import _base_kwargs, single_blas_thread
+    from pairht.demo.demo import single_blas_thread, trainer_kwargs
     from pairht.demo.tasks import TASK_DEFAULTS, get_task
     from pairht.demo.warm_cache import warm_model
     from pairht.trl import PairGRPOConfig, PairGRPOTrainer
@@ -60,7 +60,7 @@ def build_population(seed: int, prompts: int, train_steps: int, path: str,
     G, per_step = group_size, int(d["prompts_per_step"])
     dataset = task.dataset(max(train_steps, 1) * per_step + prompts, rng=seed, split="train")
     with tempfile.TemporaryDirectory() as tmp, single_blas_thread():
-        kwargs = _base_kwargs(Path(tmp), steps=max(train_steps, 1), seed=seed, num_generations=G,
+        kwargs = trainer_kwargs(Path(tmp), steps=max(train_steps, 1), seed=seed, num_generations=G,
                               prompts_per_step=per_step,
                               learning_rate=float(d["learning_rate"]),
                               max_completion_length=task.max_new_tokens)

@@ -162,12 +162,12 @@ def heldout_accuracy(model, tokenizer, items: list[dict], max_new_tokens: int) -
 def _config(arm: str, args: argparse.Namespace, out_dir: str, use_cpu: bool):
     from pathlib import Path
 
-    from pairht.demo.demo import _base_kwargs
+    from pairht.demo.demo import trainer_kwargs
     from pairht.trl import PairGRPOConfig
 
     # The demo's TRL settings (constant learning rate, no weight decay or KL, one epoch,
     # float32, no checkpoints), so both benchmarks train alike; sampled at --temperature.
-    kw = _base_kwargs(Path(out_dir), steps=args.steps, seed=args.seed,
+    kw = trainer_kwargs(Path(out_dir), steps=args.steps, seed=args.seed,
                       num_generations=args.num_generations,
                       prompts_per_step=args.prompts_per_step, learning_rate=args.learning_rate,
                       max_completion_length=args.max_completion_length)

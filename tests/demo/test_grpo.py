@@ -8,13 +8,13 @@ import torch
 pytest.importorskip("trl")
 from pairht.demo import toy
 from pairht.demo.chain import CHAIN_TASK
-from pairht.demo.demo import _base_kwargs
+from pairht.demo.demo import trainer_kwargs
 from pairht.demo.grpo import RowDropGRPOTrainer
 from trl import GRPOConfig, GRPOTrainer
 
 
 def _trainer(cls, tmp_path, model, tok, **generation):
-    kw = _base_kwargs(tmp_path / cls.__name__, steps=1, seed=0, num_generations=4,
+    kw = trainer_kwargs(tmp_path / cls.__name__, steps=1, seed=0, num_generations=4,
                       prompts_per_step=2, learning_rate=1e-4,
                       max_completion_length=CHAIN_TASK.max_new_tokens)
     return cls(model=model, reward_funcs=CHAIN_TASK.reward,

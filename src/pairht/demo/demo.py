@@ -51,7 +51,8 @@ from pairht.demo.tasks import TASK_DEFAULTS, RunSettings, get_task
 
 __all__ = [
     "EVAL_SAMPLES", "TASK_DEFAULTS", "ComparisonResult", "MethodResult", "eval_standard_error",
-    "main", "reach", "run_comparison", "single_blas_thread", "verdict", "warm_kernels",
+    "main", "quiet_trainer", "reach", "run_comparison", "single_blas_thread", "trainer_kwargs",
+    "verdict", "warm_kernels",
 ]
 
 METHODS = ("grpo", "pair")
@@ -173,7 +174,7 @@ def warm_kernels() -> float:
     return time.perf_counter() - t0
 
 
-def _base_kwargs(
+def trainer_kwargs(
     out_dir: Path,
     *,
     steps: int,
@@ -183,7 +184,22 @@ def _base_kwargs(
     learning_rate: float,
     max_completion_length: int,
 ) -> dict[str, Any]:
-    # Shared by both trainers so that the comparison differs only in how rollouts are collected.
+    """The TRL ``GRPOConfig`` keyword arguments every demo arm shares.
+
+    GRPO and PAIR are built from the same dictionary, so that a comparison differs only in how
+    rollouts are collected: Dr. GRPO's loss without reward scaling, no KL (``beta = 0``), one
+    update per generation, a constant learning rate, sampling at temperature 1 on the CPU and no
+    checkpoints. ``per_device_train_batch_size = num_generations * prompts_per_step``. The
+    benchmarks that train the demo's tasks (``benchmarks/bench_step_split.py`` and others) start
+    from it too.
+
+    Examples
+    --------
+    >>> kw = trainer_kwargs(Path("out"), steps=2, seed=0, num_generations=4,
+    ...                     prompts_per_step=2, learning_rate=1e-3, max_completion_length=16)
+    >>> kw["per_device_train_batch_size"], kw["loss_type"], kw["beta"]
+    (8, 'dr_grpo', 0.0)
+    """
     return dict(
         output_dir=str(out_dir),
         max_steps=steps,
@@ -352,7 +368,7 @@ def _run_grpo(
         processing_class=tokenizer,
         callbacks=[cb],
     )
-    _quiet(trainer)
+    quiet_trainer(trainer)
     timer = instrument(trainer)  # the same per-step split as PairGRPOTrainer's
     record = _train(trainer, cb)
     record.time_split = timer.mean()
@@ -360,9 +376,12 @@ def _run_grpo(
     return record
 
 
-def _quiet(trainer) -> None:
-    # disable_tqdm=True makes transformers print every log dict (PrinterCallback); the demo's
-    # own callback prints one compact progress line per step instead.
+def quiet_trainer(trainer: Any) -> None:
+    """Remove transformers' printing callbacks from ``trainer`` (in place).
+
+    ``disable_tqdm=True`` makes transformers print every log dict (``PrinterCallback``); the
+    demo's own callback prints one compact progress line per step instead.
+    """
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     trainer.remove_callback(PrinterCallback)
@@ -431,7 +450,7 @@ def _run_pair(
         callbacks=[cb],
     )
     meter.trainer = trainer
-    _quiet(trainer)
+    quiet_trainer(trainer)
     record = _train(trainer, cb)
     record.prefix_tokens, record.suffix_tokens = meter.poll()
     record.audit_tokens = meter.audit
@@ -637,7 +656,7 @@ def _run_comparison(run: RunSettings, seed: int, out: Path, methods: Sequence[st
     eval_seed = seed + 1
     for method in sorted(methods, key=METHODS.index):  # GRPO first: PAIR may match its tokens
         run_steps = max_steps if method == "pair" else steps
-        kwargs = _base_kwargs(
+        kwargs = trainer_kwargs(
             out / method,
             steps=run_steps,
             seed=seed,

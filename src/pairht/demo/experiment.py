@@ -322,7 +322,7 @@ def run_experiment(
                                                   prompts_per_step, visits)
                     spent = pair_tokens.get("pair", float(np.mean(list(pair_tokens.values()))))
                     g = max(2, round(run.num_generations * spent / full))
-                kwargs = demo._base_kwargs(
+                kwargs = demo.trainer_kwargs(
                     out / f"{arm_name}-s{seed}", steps=steps, seed=seed, num_generations=g,
                     prompts_per_step=prompts_per_step, learning_rate=learning_rate,
                     max_completion_length=the_task.max_new_tokens,
