@@ -177,7 +177,7 @@ def test_skill_zero_reduces_pair_to_uniform_among_unfinished():
 
 @pytest.mark.parametrize("size", [None, 3])
 def test_solver_agrees_with_the_symmetric_closed_form(size):
-    from pairht.allocation.energy import solve_program
+    from pairht.allocation import solve_program
     from pairht.step.pair_program import fold_finished, program_terms
 
     fin = np.array([[True, False, False, True, False, False]])
