@@ -258,7 +258,8 @@ def _newton(mode, smu, tc, V, W, L, sc, zc, alpha, use_wb, s11, s12, s22, rp, ha
         dzl[i] = dl
         dzu[i] = du
         cdy += cs[i] * d
-        mx = max(mx, -d * isl[i], d * isu[i], -dl * izl[i], -du * izu[i])
+        # the four ratios first: only one max per vertex on the loop-carried chain
+        mx = max(mx, max(max(-d * isl[i], d * isu[i]), max(-dl * izl[i], -du * izu[i])))
         if mode != 0:
             dd += (g[i] - smu * isl[i] + smu * isu[i]) * d
             edy += d
@@ -590,9 +591,10 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  
             for i in range(G):
                 if ff[i] > 0:
                     rd[i] = g[i] - zl[i] + zu[i] + zc * c[i] + nu
-                    err = max(err, abs(rd[i]) * igam)
-                    # Same measure as kkt_residual: projected-gradient residual per coordinate.
-                    err = max(err, min(sl[i], zl[i] * igam), min(su[i], zu[i] * igam))
+                    # Same measure as kkt_residual: projected-gradient residual per coordinate
+                    # (one max per vertex on the loop-carried chain).
+                    err = max(err, max(abs(rd[i]) * igam, max(min(sl[i], zl[i] * igam),
+                                                               min(su[i], zu[i] * igam))))
                     mu += zl[i] * sl[i] + zu[i] * su[i]
                 else:
                     rd[i] = 0.0
@@ -657,7 +659,7 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  
                     dz = dw[i] * xc[i]
                     lr = sig * (W[1, i] * k2 + W[2, i] * k1)
                     e = max(e, abs(cp[i] - dz - lr))
-                    scale = max(scale, abs(cp[i]), abs(dz), abs(lr))
+                    scale = max(scale, max(abs(cp[i]), max(abs(dz), abs(lr))))
                 solved = e <= 1e-10 * scale
                 use_wb = solved
             singular = False
