@@ -411,6 +411,47 @@ def _structure(a, p):  # type: ignore[no-untyped-def]  # pragma: no cover - numb
     return amax, asum, dev
 
 
+@njit(cache=True, error_model="numpy", fastmath=_FAST, _nrt=False)
+def _disagreement_scale(p):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """``max a`` and ``sum a`` of the disagreement table ``a_ij = p_i (1 - p_j) + (1 - p_i) p_j``
+    (``i != j``) in ``O(G)``: the normalisation of a problem with that structure.
+
+    ``a_ij`` is linear in ``p_j``, so the row maximum is at the largest or the smallest other
+    ``p_j``; ``sum a = 2 (sum p sum (1 - p) - sum p (1 - p))`` (kept at least ``2 max a``, which
+    it is in exact arithmetic). Any positive scale solves the same program; this one is the
+    same whether the caller built ``a`` (``known``) or the kernel recognised it.
+    """
+    G = p.shape[0]
+    i1 = 0
+    j1 = 0
+    for i in range(G):
+        if p[i] > p[i1]:
+            i1 = i
+        if p[i] < p[j1]:
+            j1 = i
+    hi2 = -1.0
+    lo2 = 2.0
+    s1 = 0.0
+    q1 = 0.0
+    dg = 0.0
+    for i in range(G):
+        if i != i1:
+            hi2 = max(hi2, p[i])
+        if i != j1:
+            lo2 = min(lo2, p[i])
+        s1 += p[i]
+        q1 += 1.0 - p[i]
+        dg += p[i] * (1.0 - p[i])
+    amax = 0.0
+    for i in range(G):
+        hi = hi2 if i == i1 else p[i1]
+        lo = lo2 if i == j1 else p[j1]
+        pi = p[i]
+        qi = 1.0 - pi
+        amax = max(amax, max(pi * (1.0 - hi) + qi * hi, pi * (1.0 - lo) + qi * lo))
+    return amax, max(2.0 * (s1 * q1 - dg), 2.0 * amax)
+
+
 @njit(cache=True, error_model="numpy", fastmath=_FAST)
 def _scale(a, amax, s2, A):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """``A = s2 (a / amax)``, the problem's normalised proxy (see :func:`ipm_batch`)."""
@@ -422,7 +463,7 @@ def _scale(a, amax, s2, A):  # type: ignore[no-untyped-def]  # pragma: no cover 
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FAST)
-def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, known=False):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Solve every problem; returns ``y (m, G)``, ``zc (m,)``, ``nu (m,)``, ``iters``, ``done``,
     ``amax (m,)``, ``s2 (m,)``.
 
@@ -440,7 +481,10 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  
     proxy, also on any sub-group) has the Newton matrix ``diag + rank 2``, solved in ``O(G)``
     per right-hand side in Woodbury form instead of an ``O(G^3)`` Cholesky factorisation;
     each iteration's form is checked on the budget column's solve (:func:`_wb_accurate`) and
-    the dense factor is used instead when the check fails.
+    the dense factor is used instead when the check fails. ``known`` says that every ``a[k]``
+    is that disagreement (the caller built it from ``p``), which skips the ``G x G`` scan
+    that recognises it; either way such a problem is normalised by
+    :func:`_disagreement_scale`, so the two give the same iterates.
 
     An iteration is ten passes over the vertices when the Woodbury form holds and there is no
     size row: the residuals, inverse slacks, Woodbury factor and the budget column's right
@@ -470,12 +514,18 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter):  
         for i in range(G):
             pk[i] = p[k, i]
             c[i] = cs[k, i]
-        amax, asum, dev = _structure(ak, pk)
         # Disagreement structure (see above): A = sig (p (1-p)^T + (1-p) p^T) off the diagonal.
         # Below amax ~ 1e-140 the Woodbury form multiplies two numbers of the proxy's scale
         # (sig = s2 / amax against p p^T), which leaves the normal doubles; the dense path
         # works on the normalised A and is exact there (p = [0, 1.5e-163, 1.5e-163] stalled).
-        lowrank = dev <= 1e-13 * amax and amax >= 1e-140
+        # A caller that built a from p says so (known) and saves the G x G scan.
+        amax, asum = _disagreement_scale(pk)
+        lowrank = known and amax >= 1e-140
+        if not lowrank:
+            amax_t, asum_t, dev = _structure(ak, pk)
+            lowrank = dev <= 1e-13 * amax_t and amax_t >= 1e-140
+            if not lowrank:
+                amax, asum = amax_t, asum_t
         tot = 0.5 * asum / amax
         for i in range(G):
             bk[i] = b[k, i] / amax
