@@ -14,10 +14,17 @@ compiled code.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
 _FAST = {"reassoc", "contract"}
+
+# Helpers that only read and write arrays their caller owns are compiled without numba's
+# reference counting (its private ``_nrt`` option): a view of a row of ``V`` taken inside a
+# counted function costs an atomic increment and decrement, and the iteration takes dozens.
+_NO_NRT: dict[str, Any] = {"_nrt": False}
 
 # Rows of the per-vertex work array ``V`` (one (rows, G) array per batch): passing one array
 # instead of two dozen keeps the calls of the iteration cheap (numba counts references to
@@ -164,7 +171,7 @@ def _wb_accurate(d, x1, x2, sig, r, z):  # type: ignore[no-untyped-def]  # pragm
     return err <= 1e-10 * scale
 
 
-@njit(cache=True, error_model="numpy", fastmath=_FAST, _nrt=False)
+@njit(cache=True, error_model="numpy", fastmath=_FAST, **_NO_NRT)
 def _newton(mode, smu, tc, V, W, L, sc, zc, alpha, use_wb, s11, s12, s22, rp, has_eq):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Newton step for the complementarity targets of ``mode``, in three passes over the vertices.
 
@@ -196,6 +203,7 @@ def _newton(mode, smu, tc, V, W, L, sc, zc, alpha, use_wb, s11, s12, s22, rp, ha
     which reaches 1e18 when the budget binds) keeps the factorisation well conditioned.
     """
     isl, isu, izl, izu, zl, zu = V[_ISL], V[_ISU], V[_IZL], V[_IZU], V[_ZL], V[_ZU]
+    sl, su = V[_SL], V[_SU]
     cs, cp, ff, xc, xe, rd, g = V[_C], V[_CP], V[_FF], V[_XC], V[_XE], V[_RD], V[_GR]
     tl, tu, dy, dzl, dzu = V[_TL], V[_TU], V[_DY], V[_DZL], V[_DZU]
     G = dy.shape[0]
@@ -260,7 +268,13 @@ def _newton(mode, smu, tc, V, W, L, sc, zc, alpha, use_wb, s11, s12, s22, rp, ha
         cdy += cs[i] * d
         # the four ratios first: only one max per vertex on the loop-carried chain
         mx = max(mx, max(max(-d * isl[i], d * isu[i]), max(-dl * izl[i], -du * izu[i])))
-        if mode != 0:
+        if mode == 0:
+            # The vertices' complementarity after a step al, sum (sl + al d)(zl + al dl) +
+            # (su - al d)(zu + al du), is quadratic in al: its coefficients, so that Mehrotra's
+            # sigma needs no pass of its own.
+            dd += sl[i] * dl + d * zl[i] + su[i] * du - d * zu[i]
+            edy += d * (dl - du)
+        else:
             dd += (g[i] - smu * isl[i] + smu * isu[i]) * d
             edy += d
             finite = finite and np.isfinite(d)
@@ -268,7 +282,7 @@ def _newton(mode, smu, tc, V, W, L, sc, zc, alpha, use_wb, s11, s12, s22, rp, ha
     return dzc, dnu - alpha * dzc, cdy, 1.0 / mx, dd, edy, finite
 
 
-@njit(cache=True, error_model="numpy", fastmath=_FAST, _nrt=False)
+@njit(cache=True, error_model="numpy", fastmath=_FAST, **_NO_NRT)
 def _merit_change(A, V, sig, lowrank, sc, t, al, cdy, f0):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Change of the barrier merit ``f(y) - t sum log(slacks)`` along ``al * dy``.
 
@@ -411,7 +425,7 @@ def _structure(a, p):  # type: ignore[no-untyped-def]  # pragma: no cover - numb
     return amax, asum, dev
 
 
-@njit(cache=True, error_model="numpy", fastmath=_FAST, _nrt=False)
+@njit(cache=True, error_model="numpy", fastmath=_FAST, **_NO_NRT)
 def _disagreement_scale(p):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """``max a`` and ``sum a`` of the disagreement table ``a_ij = p_i (1 - p_j) + (1 - p_i) p_j``
     (``i != j``) in ``O(G)``: the normalisation of a problem with that structure.
@@ -631,7 +645,7 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
             # solve (right side cp = c on the free vertices; without a size row the
             # orthogonalisation's alpha is 0).
             err = 0.0
-            mu = zc * sc
+            mu_v = 0.0  # the vertices' share of the complementarity
             c11 = 0.0
             c12 = 0.0
             c22 = 0.0
@@ -645,7 +659,7 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
                     # (one max per vertex on the loop-carried chain).
                     err = max(err, max(abs(rd[i]) * igam, max(min(sl[i], zl[i] * igam),
                                                                min(su[i], zu[i] * igam))))
-                    mu += zl[i] * sl[i] + zu[i] * su[i]
+                    mu_v += zl[i] * sl[i] + zu[i] * su[i]
                 else:
                     rd[i] = 0.0
                 if lowrank:
@@ -659,7 +673,7 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
                     t = c[i] * ff[i] * r
                     h1 += x1 * t
                     h2 += x2 * t
-            mu /= ncomp
+            mu = (zc * sc + mu_v) / ncomp
             err = max(err, zc * cmax * sc * igam)
             rp = (n[k] - sumy) if has_eq else 0.0
             if has_eq:
@@ -761,14 +775,9 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
                         s12 += cp[i] * xe[i]
             # Mehrotra predictor, then the corrector aimed at sigma mu with sigma from the
             # predictor's complementarity.
-            dzc, dnu, cdy, al, _, _, _ = _newton(0, 0.0, 0.0, V, W, K, sc, zc, alpha, use_wb,
-                                                 s11, s12, s22, rp, has_eq)
-            mu_aff = (sc - al * cdy) * (zc + al * dzc)
-            for i in range(G):
-                if ff[i] > 0:
-                    mu_aff += ((sl[i] + al * dy[i]) * (zl[i] + al * dzl[i])
-                               + (su[i] - al * dy[i]) * (zu[i] + al * dzu[i]))
-            mu_aff /= ncomp
+            dzc, dnu, cdy, al, m1, m2, _ = _newton(0, 0.0, 0.0, V, W, K, sc, zc, alpha, use_wb,
+                                                   s11, s12, s22, rp, has_eq)
+            mu_aff = ((sc - al * cdy) * (zc + al * dzc) + mu_v + al * (m1 + al * m2)) / ncomp
             sigma = min(1.0, max(0.0, (mu_aff / mu) ** 3))
             smu = sigma * mu
             dzc, dnu, cdy, al, dd, edy, finite = _newton(
