@@ -283,6 +283,21 @@ def _newton(mode, smu, tc, V, W, L, sc, zc, alpha, use_wb, s11, s12, s22, rp, ha
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FAST, **_NO_NRT)
+def _reciprocals(V):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """Inverse slacks and duals of the start; later iterations take them in the update pass.
+
+    ``izl = izu = 0`` on fixed vertices (whose ``sl = su = 1`` and ``zl = zu = 0``).
+    """
+    sl, su, zl, zu, ff = V[_SL], V[_SU], V[_ZL], V[_ZU], V[_FF]
+    isl, isu, izl, izu = V[_ISL], V[_ISU], V[_IZL], V[_IZU]
+    for i in range(sl.shape[0]):
+        isl[i] = 1.0 / sl[i]
+        isu[i] = 1.0 / su[i]
+        izl[i] = 1.0 / zl[i] if ff[i] > 0 else 0.0
+        izu[i] = 1.0 / zu[i] if ff[i] > 0 else 0.0
+
+
+@njit(cache=True, error_model="numpy", fastmath=_FAST, **_NO_NRT)
 def _merit_change(A, V, sig, lowrank, sc, t, al, cdy, f0):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Change of the barrier merit ``f(y) - t sum log(slacks)`` along ``al * dy``.
 
@@ -602,6 +617,7 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
             t1 += pk[i] * u[i]
             t2 += (1.0 - pk[i]) * u[i]
             sumy += y[i]
+        _reciprocals(V)
         it = 0
         ok = False
         while True:
@@ -621,15 +637,10 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
                 f0 += 0.5 * u[i] * (q[i] + bk[i])
             gam = max(gam, 1e-300)
             igam = 1.0 / gam
-            # Inverse slacks and duals, and for the disagreement structure the Newton matrix's
-            # Woodbury form (diagonal dw, its inverse in W[0], rank-2 factors x1, x2 in W[1],
-            # W[2]): every division of the iteration but 1/y, in loops without reductions or
-            # branches so that they vectorise (a fixed vertex has sl = su = 1 and zl = zu = 0).
-            for i in range(G):
-                isl[i] = 1.0 / sl[i]
-                isu[i] = 1.0 / su[i]
-                izl[i] = 1.0 / zl[i] if ff[i] > 0 else 0.0
-                izu[i] = 1.0 / zu[i] if ff[i] > 0 else 0.0
+            # For the disagreement structure the Newton matrix's Woodbury form (diagonal dw, its
+            # inverse in W[0], rank-2 factors x1, x2 in W[1], W[2]), in a loop without
+            # reductions or branches so that its division vectorises (the inverse slacks and
+            # duals come from the update, :func:`_reciprocals`).
             if lowrank:
                 for i in range(G):
                     ui2 = u[i] * u[i]
@@ -808,9 +819,10 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
                     al *= 0.5
             if not (finite and np.isfinite(al) and np.isfinite(dzc) and np.isfinite(dnu)):
                 break
-            # The step, and u = 1/y with the sums of the next gradient. Floors keep a
-            # multiplier of a slack constraint from underflowing to 0 (which would put
-            # -sc/zc = -inf into the matrix); 1e-300 changes nothing measurable.
+            # The step, and u = 1/y with the sums of the next gradient and the inverse slacks
+            # and duals. Floors keep a multiplier of a slack constraint from underflowing to 0
+            # (which would put -sc/zc = -inf into the matrix); 1e-300 changes nothing
+            # measurable.
             t1 = 0.0
             t2 = 0.0
             sumy = 0.0
@@ -826,6 +838,10 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
                 t1 += pk[i] * v
                 t2 += (1.0 - pk[i]) * v
                 sumy += y[i]
+                isl[i] = 1.0 / sl[i]
+                isu[i] = 1.0 / su[i]
+                izl[i] = 1.0 / zl[i] if ff[i] > 0 else 0.0
+                izu[i] = 1.0 / zu[i] if ff[i] > 0 else 0.0
             sc -= al * cdy
             zc = max(zc + al * dzc, 1e-300)
             nu += al * dnu
