@@ -515,12 +515,14 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
     that recognises it; either way such a problem is normalised by
     :func:`_disagreement_scale`, so the two give the same iterates.
 
-    An iteration is ten passes over the vertices when the Woodbury form holds and there is no
-    size row: the residuals, inverse slacks, Woodbury factor and the budget column's right
-    side in one; its solve with the dot products of the check and the Schur complement; the
-    check; three per Newton direction (right side, Woodbury update, step and ratio test); the
-    predictor's complementarity; the merit (with ``f``'s sums); and the update, which also
-    forms ``1/y`` and the sums of the next iteration's gradient.
+    An iteration is fourteen passes over the vertices when the Woodbury form holds and there
+    is no size row: the gradient; the Woodbury diagonal and its inverse (vectorised); the
+    residuals with the capacitance's sums and the right side of the budget column; that
+    column's solve with the dot products of its check and of the Schur complement; the check;
+    three per Newton direction (:func:`_newton`; Mehrotra's predicted complementarity comes
+    out of the predictor's third); two for the merit (the trial ``1/y`` with ``f``'s sums,
+    vectorised, then the slack ratios); and the update, which also forms ``1/y``, the
+    next gradient's sums and the inverse slacks and duals.
     """
     m, G = cs.shape
     y_out = np.empty((m, G))
