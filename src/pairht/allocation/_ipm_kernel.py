@@ -659,11 +659,8 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
             # orthogonalisation's alpha is 0).
             err = 0.0
             mu_v = 0.0  # the vertices' share of the complementarity
-            c11 = 0.0
-            c12 = 0.0
-            c22 = 0.0
-            h1 = 0.0
-            h2 = 0.0
+            c11 = c12 = c22 = 0.0  # capacitance sums X^T D^-1 X
+            h1 = h2 = 0.0  # X^T D^-1 cp
             dpos = True
             for i in range(G):
                 if ff[i] > 0:
