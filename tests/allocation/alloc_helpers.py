@@ -68,7 +68,11 @@ def assert_kkt(pi, a, b, c, budget, pi_min, size=None, eps=1e-7, bound_tol=1e-7)
     Active sets are read off ``pi`` (within ``bound_tol``); multipliers ``lam >= 0`` (budget)
     and ``nu`` (size) must *exist* with stationarity on free coordinates, the right signs at
     active bounds and complementary slackness, each within ``eps`` relative to ``max |g|``.
-    Existence is decided by a linear feasibility program (HiGHS), independent of the solver.
+    Complementary slackness is the product ``lam (budget - c . pi) = 0``: a budget with
+    relative slack ``s`` above ``1e-7`` still admits ``lam`` up to
+    ``eps max|g| / (max c s)`` (the scaling of :func:`~pairht.allocation.kkt_residual`'s
+    complementarity term), not only ``lam = 0``. Existence is decided by a linear feasibility
+    program (HiGHS), independent of the solver.
     """
     G = len(pi)
     assert np.all(pi >= pi_min - 1e-15) and np.all(pi <= 1 + 1e-15), "box violated"
@@ -82,7 +86,7 @@ def assert_kkt(pi, a, b, c, budget, pi_min, size=None, eps=1e-7, bound_tol=1e-7)
     up = pi >= 1 - bound_tol
     free = ~low & ~up
     binds = cost >= budget * (1 - 1e-7)
-    # variables: lam (>= 0, or fixed 0 when the budget is slack), nu (free or fixed 0)
+    # variables: lam (>= 0, at most lam_max when the budget is slack), nu (free or fixed 0)
     nvar = 2
     A_ub, b_ub = [], []
     # With a size (checked above) the budget row may be written (c - min c) . pi <= budget -
@@ -90,6 +94,11 @@ def assert_kkt(pi, a, b, c, budget, pi_min, size=None, eps=1e-7, bound_tol=1e-7)
     # and nu that nearly tied costs cause in the LP. Without one, c / max c.
     shifted = c - np.min(c) if size is not None else c
     scale_c = np.max(shifted) if np.max(shifted) > 0 else 1.0
+    # lam' = lam scale_c; a slack budget bounds it by complementarity, lam max(c) s <= eps gam
+    # with s = 1 - cost / budget (a relative slack of 1e-6 next to a multiplier of 1e-3 max|g|
+    # is a KKT point to 1e-9; requiring lam = 0 there would demand exact complementarity).
+    slack = 1.0 - cost / budget
+    lam_max = np.inf if binds else eps * gam * scale_c / (np.max(c) * slack)
     for i in range(G):
         row = np.array([shifted[i] / scale_c, 1.0])  # w_i = g_i + lam' c_i/cmax + nu'
         if free[i] or (low[i] and up[i]):
@@ -105,23 +114,24 @@ def assert_kkt(pi, a, b, c, budget, pi_min, size=None, eps=1e-7, bound_tol=1e-7)
         # Two multipliers and near-parallel rows: decided exactly below, because an LP solver
         # drops matrix entries under 1e-9 (HiGHS) and the shifted row of nearly tied costs
         # has such entries next to multipliers of 1e15.
-        gap = _min_interval_gap(np.array(A_ub), np.array(b_ub), binds)
+        gap = _min_interval_gap(np.array(A_ub), np.array(b_ub), lam_max)
         assert gap <= 1e-9 * gam, f"no KKT multipliers exist (gap {gap}); pi={pi}, g={g}"
         return
-    bounds = [(0, None) if binds else (0, 0), (None, None) if size is not None else (0, 0)]
+    bounds = [(0, None if binds else lam_max), (None, None) if size is not None else (0, 0)]
     res = linprog(np.zeros(nvar), A_ub=np.array(A_ub), b_ub=np.array(b_ub), bounds=bounds,
                   method="highs")
     assert res.status == 0, f"no KKT multipliers exist: {res.message}; pi={pi}, g={g}"
 
 
-def _min_interval_gap(A_ub, b_ub, binds):
-    """min over lam >= 0 (lam = 0 if not binds) of max_k L_k(lam) - min_k U_k(lam).
+def _min_interval_gap(A_ub, b_ub, lam_max):
+    """min over 0 <= lam <= lam_max of max_k L_k(lam) - min_k U_k(lam).
 
     Each row ``A_ub[k] . (lam, nu) <= b_ub[k]`` bounds ``nu`` by a line in ``lam``: upper rows
     ``(r, 1)`` give ``nu <= b - r lam``, lower rows ``(-r, -1)`` give ``nu >= -b - r lam``.
     The gap is the maximum of the lines ``L_i - U_j``, convex and piecewise linear in ``lam``:
-    its minimum is at ``lam = 0``, where a rising line crosses a non-rising one, or at
-    infinity (every line non-rising). Multipliers exist iff the gap is <= 0."""
+    its minimum is at ``lam = 0``, at ``lam_max``, where a rising line crosses a non-rising
+    one, or at infinity (``lam_max`` infinite, every line non-rising). Multipliers exist iff
+    the gap is <= 0."""
     up = A_ub[:, 1] > 0
     ub_b, ub_r = b_ub[up], A_ub[up, 0]
     lb_b, lb_r = -b_ub[~up], -A_ub[~up, 0]
@@ -134,16 +144,16 @@ def _min_interval_gap(A_ub, b_ub, binds):
     def gap(lam):
         return float(np.max(a + sl * lam))
 
-    if not binds:
+    if lam_max == 0.0:
         return gap(0.0)
-    if np.all(sl <= 0):
+    if np.isinf(lam_max) and np.all(sl <= 0):
         flat = sl == 0
         return float(np.max(a[flat])) if flat.any() else -np.inf
-    cands = [0.0]
+    cands = [0.0] if np.isinf(lam_max) else [0.0, float(lam_max)]
     rise, rest = np.flatnonzero(sl > 0), np.flatnonzero(sl <= 0)
     for p_ in rise:
         lam = (a[rest] - a[p_]) / (sl[p_] - sl[rest])
-        cands.extend(lam[lam > 0].tolist())
+        cands.extend(lam[(lam > 0) & (lam <= lam_max)].tolist())
     return min(gap(lam) for lam in cands)
 
 

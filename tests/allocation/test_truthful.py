@@ -323,3 +323,27 @@ def test_budgets_a_sliver_above_the_least_cost_all_converge_to_kkt_points():
         if np.ptp(p) > 0:  # a = 0 (all p equal in {0, 1}): every feasible point is optimal
             assert_kkt(res.pi, *_ab(p), c, budget, lo, size=n)
     assert not failed, failed[:3]
+
+
+def test_a_budget_slack_by_a_millionth_next_to_a_small_multiplier_is_a_kkt_point():
+    """Found by hypothesis: the solver's certificate (KKT residual 7e-10, converged) and
+    ``assert_kkt`` disagreed on whether the budget binds. By the KKT conditions it does not:
+    the program's optimum without the budget (solved below) costs 2.1e-6 less than the budget,
+    so the budget's true multiplier is 0. The returned point lies 3e-7 from that optimum and
+    carries ``lam = 2e-3`` with a relative slack of 1.1e-6: complementarity
+    ``lam max(c) s / max|g|`` is 1e-10, a KKT point to the tolerance. ``assert_kkt`` wrongly
+    demanded ``lam = 0`` at any slack above 1e-7 (exact complementarity); it must still
+    reject a point off the optimum."""
+    p = np.array([0.0, 0.5, 0.515625, 0.515625])
+    c = np.array([1.0, 1.0, 1.02329299, 1.02329299])
+    budget, lo = 2.023292992280754, 0.05
+    a, b = _ab(p)
+    res = allocate(p, c, budget, pi_min=lo, size=2)
+    assert res.converged
+    assert_kkt(res.pi, a, b, c, budget, lo, size=2)
+    free = allocate(p, c, 10.0, pi_min=lo, size=2)  # budget implied by the size: dropped
+    assert free.converged and c @ free.pi < budget  # the optimum is affordable: lam* = 0
+    np.testing.assert_allclose(res.pi, free.pi, rtol=0, atol=1e-6)
+    off = res.pi + 1e-4 * np.array([1.0, -1.0, 0.0, 0.0])  # same cost and size
+    with pytest.raises(AssertionError, match="no KKT multipliers"):
+        assert_kkt(off, a, b, c, budget, lo, size=2)

@@ -602,8 +602,10 @@ def allocate(
     tol_ = check_tol("tol", tol)
     iters = check_max_iter("max_iter", max_iter)
     a, b = proxy_terms(p, proxy, cov, score_norm, energy)
-    # a and b are built here, valid by construction: the program's own checks are skipped
-    return _solve_checked(p, c, bud, lo, a, b, size, fb, warm_start, tol_, iters)
+    # a and b are built here, valid by construction: the program's own checks are skipped,
+    # and the kernel is told when a is the disagreement of p (it need not scan a to see it)
+    return _solve_checked(p, c, bud, lo, a, b, size, fb, warm_start, tol_, iters,
+                          known=proxy == "disagreement")
 
 
 def solve_program(
@@ -666,9 +668,9 @@ def solve_program(
 
 def _solve_checked(p: np.ndarray, c: np.ndarray, bud: np.ndarray, lo: float, a: np.ndarray,
                    b: np.ndarray, size: Any, fb: bool, warm_start: ArrayLike | None,
-                   tol_: float, iters: int) -> AllocationResult:
+                   tol_: float, iters: int, known: bool = False) -> AllocationResult:
     """:func:`solve_program` on checked arrays and options (:func:`allocate` builds ``a`` and
-    ``b`` itself and skips their checks)."""
+    ``b`` itself and skips their checks; ``known``: ``a`` is the disagreement of ``p``)."""
     batch, G = p.shape[:-1], p.shape[-1]
     warm = check_warm_start(warm_start, p.shape)
     auto = isinstance(size, str) and size == "auto"
@@ -677,9 +679,10 @@ def _solve_checked(p: np.ndarray, c: np.ndarray, bud: np.ndarray, lo: float, a: 
     flat = (p.reshape(m, G), c.reshape(m, G), bud.reshape(m), lo, a.reshape(m, G, G),
             b.reshape(m, G), None if warm is None else warm.reshape(m, G))
     if auto:
-        out = _solve_auto(*flat, fb, tol_, iters)
+        out = _solve_auto(*flat, fb, tol_, iters, known)
     else:
-        out = _solve_flat(*flat, None if sizes is None else sizes.reshape(m), fb, tol_, iters)
+        out = _solve_flat(*flat, None if sizes is None else sizes.reshape(m), fb, tol_, iters,
+                          known)
     return AllocationResult.from_flat(out, batch, G)
 
 
@@ -710,7 +713,7 @@ def auto_size(
 # ---------------------------------------------------------------------------------- solving
 def _solve_auto(
     p: np.ndarray, c: np.ndarray, bud: np.ndarray, lo: float, a: np.ndarray, b: np.ndarray,
-    warm: np.ndarray | None, fallback: bool, tol: float, max_iter: int,
+    warm: np.ndarray | None, fallback: bool, tol: float, max_iter: int, known: bool = False,
 ) -> dict[str, np.ndarray]:
     """``size="auto"``: solve without a size, then at ``floor``/``ceil`` of its ``sum pi``."""
     G = c.shape[1]
@@ -725,16 +728,17 @@ def _solve_auto(
             f"infeasible with this budget: the cheapest {lower} units (the rest at pi_min = "
             f"{lo}) cost {cost!r} > budget = {float(bud[i])!r}; raise the budget or use "
             f"size=None (Bernoulli design)")
-    free = _solve_flat(p, c, bud, lo, a, b, warm, None, False, tol, max_iter)
+    free = _solve_flat(p, c, bud, lo, a, b, warm, None, False, tol, max_iter, known)
     s = free["pi"].sum(axis=1)
     s = np.where(np.isfinite(s), s, lower)
     n_lo = np.clip(np.floor(s + 1e-9), lower, nmax).astype(np.int64)
     n_hi = np.clip(np.ceil(s - 1e-9), lower, nmax).astype(np.int64)
-    out = _solve_flat(p, c, bud, lo, a, b, warm, n_lo, fallback, tol, max_iter)
+    out = _solve_flat(p, c, bud, lo, a, b, warm, n_lo, fallback, tol, max_iter, known)
     two = np.flatnonzero(n_hi > n_lo)
     if two.size:
         hi = _solve_flat(p[two], c[two], bud[two], lo, a[two], b[two],
-                         None if warm is None else warm[two], n_hi[two], fallback, tol, max_iter)
+                         None if warm is None else warm[two], n_hi[two], fallback, tol, max_iter,
+                         known)
         ok_lo, ok_hi = out["converged"][two], hi["converged"]
         better = hi["objective"] <= out["objective"][two] * (1 + 1e-12)
         take = (ok_hi & (~ok_lo | better)) | (~ok_hi & ~ok_lo & (
@@ -765,8 +769,10 @@ def _face_multipliers(
 def _solve_flat(
     p: np.ndarray, c: np.ndarray, bud: np.ndarray, lo: float, a: np.ndarray, b: np.ndarray,
     warm: np.ndarray | None, n: np.ndarray | None, fallback: bool, tol: float, max_iter: int,
+    known: bool = False,
 ) -> dict[str, np.ndarray]:
-    """:func:`allocate` on validated, flattened ``(m, G)`` problems; returns the fields."""
+    """:func:`allocate` on validated, flattened ``(m, G)`` problems; returns the fields.
+    ``known``: every ``a[k]`` is the disagreement of ``p[k]`` (see :func:`ipm_batch`)."""
     m, G = c.shape
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)  # one layout for the kernels
     full = c.sum(axis=1)
@@ -858,7 +864,7 @@ def _solve_flat(
             A_, B_, np.ascontiguousarray(p if every else p[idx]), R_,
             lo, np.zeros(idx.size) if nf is None else nf[idx], n is not None,
             fixed if every else fixed[idx], y0 if every else y0[idx],
-            0.1, 0.1 * tol, max_iter)
+            0.1, 0.1 * tol, max_iter, known)
         np.minimum(np.maximum(y, lo, out=y), 1.0, out=y)  # the box, as np.clip(y, lo, 1)
         if nf is not None:
             y = _restore_size(y, R_, lo, nf[idx])
