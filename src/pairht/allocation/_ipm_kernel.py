@@ -24,7 +24,14 @@ _FAST = {"reassoc", "contract"}
 # Helpers that only read and write arrays their caller owns are compiled without numba's
 # reference counting (its private ``_nrt`` option): a view of a row of ``V`` taken inside a
 # counted function costs an atomic increment and decrement, and the iteration takes dozens.
-_NO_NRT: dict[str, Any] = {"_nrt": False}
+# Where a numba release no longer has the option, the helpers compile with the counting on:
+# slower, never wrong, and the package still imports.
+try:
+    from numba.core.options import TargetOptions as _TargetOptions
+
+    _NO_NRT: dict[str, Any] = {"_nrt": False} if hasattr(_TargetOptions, "_nrt") else {}
+except ImportError:  # pragma: no cover - numba's internal layout moved
+    _NO_NRT = {}
 
 # Rows of the per-vertex work array ``V`` (one (rows, G) array per batch): passing one array
 # instead of two dozen keeps the calls of the iteration cheap (numba counts references to
