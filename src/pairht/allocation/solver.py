@@ -77,6 +77,10 @@ __all__ = [
 KKT_TOL = 1e-8
 #: Fraction of the cost room (floor -> budget) the cold start spends.
 _START_ROOM = 0.95
+#: The same for the cold start without a size, which the kernel then moves to the Neyman
+#: allocation at that cost (``ipm_batch``'s ``neyman``): 0.99 took 5.3 iterations on average
+#: at G = 32 against 5.6 at 0.97 and 6.0 at 0.95 (benchmarks/bench_allocation.py's problems).
+_COLD_ROOM = 0.99
 
 
 @dataclasses.dataclass(frozen=True)
@@ -466,8 +470,8 @@ def allocate(
     check fails. Other proxies are factorised densely. Chosen over a dual method
     (bisection / Newton on the budget multiplier with an inner projected Newton in ``pi``)
     because one Newton system handles the budget, the bounds and the size equality together
-    with quadratic local convergence (6.4-8.7 iterations on average from a cold start at
-    ``G = 8..64``, at most ~15), needs no active-set guessing and never leaves the box. The
+    with quadratic local convergence (5.0-5.6 iterations on average from a cold start at
+    ``G = 8..64`` in ``benchmarks/bench_allocation.py``, at most ~15), needs no active-set guessing and never leaves the box. The
     merit check (Armijo on ``f - t sum log slacks`` plus the size row's exact penalty
     ``2 |nu| |n - sum pi|``, falling back to the pure centring direction, a descent direction
     because ``f`` is convex) is what makes it converge on
@@ -527,8 +531,10 @@ def allocate(
     given the sum ``n`` (size route) by shrinking towards the floor or towards 1, then pulled
     towards the cold start only as far as needed to keep 1% of the budget room slack.
     Measured in ``benchmarks/bench_allocation.py`` (previous solution perturbed by 5%, B =
-    128, budget half the full cost): mean iterations 6.4 -> 5.5 (G = 8), 6.7 -> 5.8 (16),
-    7.7 -> 6.3 (32), 8.7 -> 6.7 (64), i.e. 15-22% fewer; the solution is the same.
+    128, budget half the full cost, no size): mean iterations 5.5 (G = 8), 5.8 (16), 6.3
+    (32), 6.9 (64) against 5.1, 5.0, 5.2, 5.6 cold, whose start without a size is the
+    Neyman allocation of the gradient at a constant point (``ipm_batch``'s ``neyman``): there
+    a perturbed previous solution is no better a start; the solution is the same.
 
     **Fallback.** With ``fallback=True`` a problem whose solve fails gets the uniform
     allocation with the same expected cost (``pi = min(1, budget / sum c)``, or ``n / G`` with
@@ -798,7 +804,7 @@ def _solve_flat(
         # Closed forms (pi = 1 if the budget affords it, pi_min at the floor's cost, the
         # uniform share if a = 0), else the scaled row and the cold start, in one pass.
         code = np.empty(m, dtype=np.int8)
-        free_setup(c, bud, full, lo, isolated, EDGE_RTOL, _START_ROOM, code, row, scale, fixed,
+        free_setup(c, bud, full, lo, isolated, EDGE_RTOL, _COLD_ROOM, code, row, scale, fixed,
                    y0)
         todo = code == INTERIOR
         if not todo.all():
@@ -864,7 +870,7 @@ def _solve_flat(
             A_, B_, np.ascontiguousarray(p if every else p[idx]), R_,
             lo, np.zeros(idx.size) if nf is None else nf[idx], n is not None,
             fixed if every else fixed[idx], y0 if every else y0[idx],
-            0.1, 0.1 * tol, max_iter, known)
+            0.1, 0.1 * tol, max_iter, known, nf is None and warm is None)
         np.minimum(np.maximum(y, lo, out=y), 1.0, out=y)  # the box, as np.clip(y, lo, 1)
         if nf is not None:
             y = _restore_size(y, R_, lo, nf[idx])
