@@ -533,7 +533,7 @@ def _neyman_start(V, lo):  # type: ignore[no-untyped-def]  # pragma: no cover - 
                 thi = max(thi, bu[i] / wi)
         else:
             base += c[i] * y[i]
-    if not (thi > 0.0 and np.isfinite(thi) and cw > 0.0 and np.isfinite(cw)):
+    if not (thi > 0.0 and np.isfinite(thi) and cw > 0.0 and np.isfinite(cw) and target < 1.0):
         return False
     tol = 1e-3 * (1.0 - target)  # the budget slack 1 - T, kept to a thousandth
     lo_t = tlo

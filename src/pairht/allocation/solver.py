@@ -471,13 +471,13 @@ def allocate(
     (bisection / Newton on the budget multiplier with an inner projected Newton in ``pi``)
     because one Newton system handles the budget, the bounds and the size equality together
     with quadratic local convergence (5.0-5.6 iterations on average from a cold start at
-    ``G = 8..64`` in ``benchmarks/bench_allocation.py``, at most ~15), needs no active-set guessing and never leaves the box. The
-    merit check (Armijo on ``f - t sum log slacks`` plus the size row's exact penalty
-    ``2 |nu| |n - sum pi|``, falling back to the pure centring direction, a descent direction
-    because ``f`` is convex) is what makes it converge on
-    every problem: plain Mehrotra steps can cycle on strongly curved ``1/(pi_i pi_j)``. The
-    objective is normalised to ``f(1) = 1`` and the budget to 1; the start point satisfies
-    ``sum pi = n`` exactly, which every Newton step conserves.
+    ``G = 8..64`` in ``benchmarks/bench_allocation.py``, at most ~15), needs no active-set
+    guessing and never leaves the box. The merit check (Armijo on ``f - t sum log slacks``
+    plus the size row's exact penalty ``2 |nu| |n - sum pi|``, falling back to the pure
+    centring direction, a descent direction because ``f`` is convex) is what makes it
+    converge on every problem: plain Mehrotra steps can cycle on strongly curved
+    ``1/(pi_i pi_j)``. The objective is normalised to ``f(1) = 1`` and the budget to 1; the
+    start point satisfies ``sum pi = n`` exactly, which every Newton step conserves.
 
     **Size route: parallel rows.** On the slice ``sum pi = n`` the budget row ``c`` and the
     size row ``1`` can be (nearly) parallel: with tied costs every point of the slice costs
