@@ -873,9 +873,15 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
             mu_aff = ((sc - al * cdy) * (zc + al * dzc) + mu_v + al * (m1 + al * m2)) / ncomp
             sigma = min(1.0, max(0.0, (mu_aff / mu) ** 3))
             smu = sigma * mu
+            # Fraction to the boundary tau = max(0.995, 1 - mu / gam) (Nocedal & Wright, 2006,
+            # section 19.3, with mu relative to the gradient's scale): it tends to 1 as the
+            # complementarity vanishes, so the fast local steps are not cut short by the fixed
+            # 0.5% (about one iteration fewer at G = 8..64 than tau = 0.995); at most 1 - 1e-6,
+            # so that a step to the boundary never rounds a slack to 0.
+            tau = min(max(0.995, 1.0 - mu * igam), 1.0 - 1e-6)
             dzc, dnu, cdy, al, dd, edy, finite = _newton(
                 1, smu, smu + cdy * dzc, V, W, K, sc, zc, alpha, use_wb, s11, s12, s22, rp, has_eq)
-            al *= 0.995
+            al *= tau
             # Globalisation: the step must decrease the barrier merit psi_t (Armijo, with a
             # rounding allowance) plus the size row's exact penalty (_l1_size). Otherwise
             # fall back to the pure centring direction, which is a descent direction of
@@ -889,7 +895,7 @@ def ipm_batch(a, b, p, cs, lo, n, has_eq, fixed, y0, mu_scale, tol, max_iter, kn
                     <= 1e-4 * al * dd + slack):
                 dzc, dnu, cdy, al, dd, edy, finite = _newton(
                     2, smu, smu, V, W, K, sc, zc, alpha, use_wb, s11, s12, s22, rp, has_eq)
-                al *= 0.995
+                al *= tau
                 dd += smu * cdy / sc
                 rho = 2.0 * abs(nu + dnu) if has_eq else 0.0
                 dd += _l1_size(rho, rp, edy, al)[1]
