@@ -80,7 +80,7 @@ _START_ROOM = 0.95
 #: The same for the cold start without a size, which the kernel then moves to the Neyman
 #: allocation at that cost (``ipm_batch``'s ``neyman``): 0.99 took 5.3 iterations on average
 #: at G = 32 against 5.6 at 0.97 and 6.0 at 0.95 (benchmarks/bench_allocation.py's problems).
-_COLD_ROOM = 0.99
+_COLD_ROOM = 0.999
 
 
 @dataclasses.dataclass(frozen=True)
