@@ -472,7 +472,7 @@ def allocate(
     check fails. Other proxies are factorised densely. Chosen over a dual method
     (bisection / Newton on the budget multiplier with an inner projected Newton in ``pi``)
     because one Newton system handles the budget, the bounds and the size equality together
-    with quadratic local convergence (5.0-5.6 iterations on average from a cold start at
+    with quadratic local convergence (3.6-4.1 iterations on average from a cold start at
     ``G = 8..64`` in ``benchmarks/bench_allocation.py``, at most ~15), needs no active-set
     guessing and never leaves the box. The merit check (Armijo on ``f - t sum log slacks``
     plus the size row's exact penalty ``2 |nu| |n - sum pi|``, falling back to the pure
@@ -533,8 +533,8 @@ def allocate(
     given the sum ``n`` (size route) by shrinking towards the floor or towards 1, then pulled
     towards the cold start only as far as needed to keep 1% of the budget room slack.
     Measured in ``benchmarks/bench_allocation.py`` (previous solution perturbed by 5%, B =
-    128, budget half the full cost, no size): mean iterations 5.5 (G = 8), 5.8 (16), 6.3
-    (32), 6.9 (64) against 5.1, 5.0, 5.2, 5.6 cold, whose start without a size is the
+    128, budget half the full cost, no size): mean iterations 4.6 (G = 8), 4.9 (16), 5.4
+    (32), 5.9 (64) against 4.1, 3.6, 3.6, 3.8 cold, whose start without a size is the
     Neyman allocation of the gradient at a constant point (``ipm_batch``'s ``neyman``): there
     a perturbed previous solution is no better a start; the solution is the same.
 
