@@ -54,13 +54,29 @@ def _rdr(pi: np.ndarray) -> RandomizedDependentRounding:
         return RandomizedDependentRounding(pi, n_orders=16, rng=0)
 
 
+def _stratified_on_quarters(pi: np.ndarray) -> Stratified:
+    """Stratified SRSWOR at ``pi`` rounded to quarters, lifted until every pair is positive.
+
+    Rounding makes ties (strata of several units), but a stratum can then draw fewer than two
+    units (two units at 1/2 draw exactly one) or a unit can round to 0: its pairs are never
+    observed. Rather than filter such draws (most of them, at small ``G``), the lowest level is
+    raised by a quarter until every pair is positive (at the latest when all levels are 1).
+    """
+    q = np.maximum(np.round(pi * 4.0) / 4.0, 0.25)
+    design = Stratified(q)
+    while not design.all_pairs_positive():
+        q = np.where(q == q.min(), q + 0.25, q)
+        design = Stratified(q)
+    return design
+
+
 #: name -> (builder, whether pi must have an integer sum, largest N enumerated in tests)
 DESIGN_KINDS = {
     "bernoulli": (Bernoulli, False, 8),
     "conditional_poisson": (ConditionalPoisson, True, 9),
     "randomized_dependent_rounding": (_rdr, True, 9),
     # pi on a grid of quarters: ties make strata of several units (sizes mixed within each)
-    "stratified": (lambda pi: Stratified(np.round(pi * 4.0) / 4.0), False, 8),
+    "stratified": (lambda pi: _stratified_on_quarters(pi), False, 8),
     "anchored_bernoulli": (lambda pi: AnchoredPair(Bernoulli(pi)), False, 7),
     "anchored_conditional_poisson": (lambda pi: AnchoredPair(ConditionalPoisson(pi)), True, 7),
 }
